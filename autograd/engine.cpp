@@ -1,0 +1,154 @@
+// The backward engine and the autograd members of Tensor.
+//
+// backward(): sort the nodes reachable from the root topologically (an explicit stack, so long
+// graphs cannot overflow the call stack), then visit them once each in reverse order, calling
+// each node's backward and summing the gradients that arrive at the same node or leaf.
+#include <unordered_map>
+#include <unordered_set>
+
+#include "linea/autograd/graph.h"
+#include "linea/tensor/backend.h"
+#include "linea/tensor/creation.h"
+
+namespace linea::autograd {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+
+// a + b for two same-shape, same-dtype gradients, straight to the kernel (no graph).
+Tensor accumulate(const Tensor& a, const Tensor& b) {
+  Tensor out = empty(a.shape(), a.dtype(), a.device());
+  backend(a.device()).binary(BinaryOp::Add, a, b, out);
+  return out;
+}
+
+std::vector<Node*> topo_order(Node* root) {
+  std::vector<Node*> order;  // post-order: inputs before the nodes that use them
+  std::unordered_set<Node*> seen{root};
+  std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    if (next < node->inputs.size()) {
+      const auto& m = node->inputs[next++];
+      Node* child = m ? m->grad_fn.get() : nullptr;
+      if (child && seen.insert(child).second) stack.push_back({child, 0});
+    } else {
+      order.push_back(node);
+      stack.pop_back();
+    }
+  }
+  return {order.rbegin(), order.rend()};
+}
+
+void check_grad(const Node& node, size_t i, const Tensor& g) {
+  LINEA_CHECK(g.shape() == node.input_shapes[i] && g.dtype() == node.input_dtypes[i],
+              "[backward] {} returned a gradient of shape {} {} for input {} of shape {} {}", node.name,
+              shape_str(g.shape()), g.dtype(), i, shape_str(node.input_shapes[i]), node.input_dtypes[i]);
+}
+
+void accumulate_leaf(Meta& leaf, Tensor g) {
+  // A gradient that nobody else references can be kept as is; otherwise copy it, so that an
+  // in-place change to one .grad (clipping, say) never shows up in another.
+  bool exclusive = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous();
+  if (leaf.grad.defined()) {
+    leaf.grad = accumulate(leaf.grad, g);
+  } else if (exclusive) {
+    leaf.grad = std::move(g);
+  } else {
+    leaf.grad = empty(g.shape(), g.dtype(), g.device());
+    backend(g.device()).copy(g, leaf.grad);
+  }
+}
+}  // namespace
+
+bool grad_enabled() { return g_grad_enabled; }
+void set_grad_enabled(bool on) { g_grad_enabled = on; }
+
+void run_backward(const Tensor& root, Tensor grad, bool retain_graph) {
+  Meta& rm = *root.impl().autograd;
+  if (!rm.grad_fn) {  // backward on a leaf: its gradient is the seed itself
+    accumulate_leaf(rm, std::move(grad));
+    return;
+  }
+  NoGradGuard guard;
+  std::unordered_map<Node*, Tensor> grads{{rm.grad_fn.get(), std::move(grad)}};
+  for (Node* node : topo_order(rm.grad_fn.get())) {
+    auto it = grads.find(node);
+    if (it == grads.end()) continue;
+    Tensor g = std::move(it->second);
+    grads.erase(it);
+    LINEA_CHECK(node->backward != nullptr,
+                "[backward] {}: the graph was already freed by an earlier backward; pass retain_graph=true to "
+                "the first backward to run backward through it twice",
+                node->name);
+    std::vector<Tensor> gins = node->backward(g);
+    LINEA_CHECK(gins.size() == node->inputs.size(), "[backward] {} returned {} gradients for {} inputs", node->name,
+                gins.size(), node->inputs.size());
+    for (size_t i = 0; i < gins.size(); ++i) {
+      const auto& meta = node->inputs[i];
+      if (!meta || !gins[i].defined()) continue;
+      check_grad(*node, i, gins[i]);
+      if (meta->grad_fn) {
+        auto [slot, fresh] = grads.try_emplace(meta->grad_fn.get(), gins[i]);
+        if (!fresh) slot->second = accumulate(slot->second, gins[i]);
+      } else if (meta->requires_grad) {
+        Tensor gi = std::move(gins[i]);
+        accumulate_leaf(*meta, std::move(gi));
+      }
+    }
+    if (!retain_graph) node->backward = nullptr;  // frees the tensors the node saved
+  }
+}
+
+}  // namespace linea::autograd
+
+namespace linea {
+
+using autograd::Meta;
+
+bool Tensor::requires_grad() const {
+  const auto& m = impl().autograd;
+  return m && (m->requires_grad || m->grad_fn);
+}
+
+bool Tensor::is_leaf() const {
+  const auto& m = impl().autograd;
+  return !m || !m->grad_fn;
+}
+
+Tensor& Tensor::requires_grad_(bool on) {
+  LINEA_CHECK(is_leaf(), "[requires_grad_] only leaf tensors can change requires_grad; this one was made by {} "
+              "(use detach() first)", impl().autograd->grad_fn->name);
+  LINEA_CHECK(!on || is_floating(dtype()), "[requires_grad_] only floating tensors can require grad, got {}", dtype());
+  if (!impl().autograd) impl().autograd = std::make_shared<Meta>();
+  impl().autograd->requires_grad = on;
+  return *this;
+}
+
+Tensor Tensor::grad() const {
+  const auto& m = impl().autograd;
+  return m ? m->grad : Tensor();
+}
+
+void Tensor::zero_grad() {
+  if (impl().autograd) impl().autograd->grad = Tensor();
+}
+
+Tensor Tensor::detach() const { return as_strided(shape(), strides(), offset()); }
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  LINEA_CHECK(requires_grad(), "[backward] this tensor (shape {}) does not require grad: no input of the ops that "
+              "made it had requires_grad_() set, or it was made under NoGradGuard", shape_str(shape()));
+  Tensor g = gradient;
+  if (!g.defined()) {
+    LINEA_CHECK(numel() == 1, "[backward] a gradient must be passed for a non-scalar output of shape {}",
+                shape_str(shape()));
+    g = ones(shape(), {dtype(), device()});
+  }
+  LINEA_CHECK(g.shape() == shape() && g.dtype() == dtype() && g.device() == device(),
+              "[backward] gradient of shape {} {} on {} does not match the output's shape {} {} on {}",
+              shape_str(g.shape()), g.dtype(), g.device(), shape_str(shape()), dtype(), device());
+  autograd::run_backward(*this, std::move(g), retain_graph);
+}
+
+}  // namespace linea

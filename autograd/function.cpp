@@ -1,0 +1,67 @@
+#include "linea/autograd/function.h"
+
+#include "linea/autograd/ops_reduce.h"
+
+namespace linea::autograd {
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Tensor record(std::string name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward) {
+  if (!needs_grad(inputs)) return out;
+  LINEA_CHECK(!out.impl().autograd, "[{}] internal: the output handle is already part of a graph (an op must "
+              "record on a fresh tensor, never on one of its inputs)", name);
+  auto node = std::make_shared<Node>();
+  node->name = std::move(name);
+  for (const Tensor& t : inputs) {
+    bool g = t.defined() && t.requires_grad();
+    if (g && !t.impl().autograd) t.impl().autograd = std::make_shared<Meta>();
+    node->inputs.push_back(g ? t.impl().autograd : nullptr);
+    node->input_shapes.push_back(t.defined() ? t.shape() : Shape{});
+    node->input_dtypes.push_back(t.defined() ? t.dtype() : DType::Float32);
+  }
+  node->backward = std::move(backward);
+  // `out` may be a view sharing an impl with nothing else; give it its own Meta.
+  auto meta = std::make_shared<Meta>();
+  meta->grad_fn = std::move(node);
+  out.impl().autograd = std::move(meta);
+  return out;
+}
+
+Tensor sum_to(const Tensor& grad, const Shape& shape) {
+  if (grad.shape() == shape) return grad;
+  const int64_t lead = grad.dim() - static_cast<int64_t>(shape.size());
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < grad.dim(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && grad.shape()[d] != 1)) dims.push_back(d);
+  Tensor s = sum(grad, dims, /*keepdim=*/true);
+  return s.reshape(shape);
+}
+
+}  // namespace linea::autograd
+
+namespace linea {
+
+Tensor custom_function(std::string name, const std::vector<Tensor>& inputs, const CustomForward& forward,
+                       CustomBackward backward) {
+  Forward f;
+  {
+    NoGradGuard guard;  // the forward's inner ops are not part of the graph
+    f = forward(inputs);
+  }
+  LINEA_CHECK(f.output.defined(), "[{}] custom forward returned an undefined output", name);
+  if (!autograd::needs_grad(inputs)) return f.output;
+  std::vector<Tensor> saved;
+  for (const Tensor& s : f.saved) saved.push_back(s.defined() ? s.detach() : s);
+  Tensor out = f.output.detach();
+  return autograd::record(name, out, inputs,
+                          [saved = std::move(saved), backward = std::move(backward)](const Tensor& g) {
+                            return backward(saved, g);
+                          });
+}
+
+}  // namespace linea

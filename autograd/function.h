@@ -1,0 +1,43 @@
+// How ops join the graph.
+//
+// Built-in ops call autograd::record() right after computing their output, passing the backward
+// lambda; that lambda sits beside the forward in the op's source file (flashlight style).
+// Users and fused modules (MHLA) use linea::custom_function: a forward that may use any ops
+// (it runs without recording) and a hand-written backward over the tensors it saved.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "linea/autograd/graph.h"
+
+namespace linea::autograd {
+
+// True when an op on these inputs must record a node (grad mode on, some input requires grad).
+bool needs_grad(const std::vector<Tensor>& inputs);
+
+// Attach `backward` to `out` when needs_grad(inputs); returns `out` either way.
+// The lambda must not capture `out` itself (that would be a reference cycle): capture
+// out.detach() instead, which shares the data but not the graph.
+Tensor record(std::string name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward);
+
+// Reduce a broadcast gradient back to `shape` (sums the leading and the stretched size-1 dims).
+// The one place every binary op's backward undoes broadcasting.
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+
+}  // namespace linea::autograd
+
+namespace linea {
+
+struct Forward {
+  Tensor output;
+  std::vector<Tensor> saved;  // what backward needs; stored detached
+};
+using CustomForward = std::function<Forward(const std::vector<Tensor>& inputs)>;
+using CustomBackward = std::function<std::vector<Tensor>(const std::vector<Tensor>& saved, const Tensor& grad_out)>;
+
+// A differentiable function with a hand-written gradient. `backward` returns one gradient per
+// input (undefined for inputs without one); shapes and dtypes are checked against the inputs.
+Tensor custom_function(std::string name, const std::vector<Tensor>& inputs, const CustomForward& forward,
+                       CustomBackward backward);
+
+}  // namespace linea

@@ -1,0 +1,57 @@
+// The autograd graph. A tensor that takes part in autograd carries a Meta: leaves hold their
+// accumulated .grad, op outputs hold the Node that made them. A Node holds its inputs' Metas and
+// the backward function written beside the op's forward. Every node has exactly one output.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "linea/tensor/tensor.h"
+
+namespace linea::autograd {
+
+// Maps the gradient of a node's output to the gradients of its inputs (one per input, in order;
+// an undefined Tensor means "no gradient for this input"). Runs with grad mode off.
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
+
+struct Node;
+
+struct Meta {
+  bool requires_grad = false;       // set on leaves by requires_grad_()
+  Tensor grad;                      // leaves: the accumulated gradient
+  std::shared_ptr<Node> grad_fn;    // op outputs: the node that produced this tensor
+};
+
+struct Node {
+  std::string name;                             // the op, for error messages
+  std::vector<std::shared_ptr<Meta>> inputs;    // null where the input needs no gradient
+  std::vector<Shape> input_shapes;              // to check what backward returns
+  std::vector<DType> input_dtypes;
+  BackwardFn backward;                          // released after use unless retain_graph
+};
+
+// Grad mode: while off (NoGradGuard), ops record nothing. Thread-local, like PyTorch's.
+bool grad_enabled();
+void set_grad_enabled(bool on);
+
+// The engine behind Tensor::backward (autograd/engine.cpp).
+void run_backward(const Tensor& root, Tensor grad, bool retain_graph);
+
+}  // namespace linea::autograd
+
+namespace linea {
+
+// RAII: no graph is recorded while a NoGradGuard is alive (inference, optimizer updates).
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(autograd::grad_enabled()) { autograd::set_grad_enabled(false); }
+  ~NoGradGuard() { autograd::set_grad_enabled(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+}  // namespace linea

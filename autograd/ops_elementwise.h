@@ -1,0 +1,65 @@
+// Elementwise ops with NumPy broadcasting. Each op's backward is written beside its forward in
+// ops_elementwise.cpp. Dtype rule for binary ops: two different floating dtypes are an error
+// (no silent float64 -> float32); a bool/uint8/int64 operand is converted to the other operand's
+// floating dtype; two integer operands promote (bool < uint8 < int64).
+#pragma once
+#include "linea/tensor/tensor.h"
+
+namespace linea {
+
+enum class GeluApprox { Erf, Tanh };  // Erf: exact x*Phi(x) (PyTorch's default); Tanh: GPT-2's form
+
+// ---- unary ----
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::Erf);
+Tensor silu(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor clamp(const Tensor& x, double lo, double hi);
+
+// ---- binary (broadcasting) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+
+// ---- comparisons (bool result, not differentiable) ----
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+
+// cond ? a : b, broadcasting all three; cond must be bool.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// Zero out above (tril) / below (triu) the k-th diagonal of the last two dims.
+Tensor tril(const Tensor& x, int64_t k = 0);
+Tensor triu(const Tensor& x, int64_t k = 0);
+
+// ---- operators; a double operand takes the tensor's dtype ----
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+
+}  // namespace linea

@@ -1,0 +1,81 @@
+// The kernel interface: everything a device must implement so that tensors can live on it.
+// The CPU backend (tensor/cpu/) implements it with loops + OpenMP + OpenBLAS; cuda/ implements it
+// for the GPU. Nothing above tensor/ calls a device directly: ops find the backend of their
+// operands' device with backend(device) and call these kernels.
+//
+// Conventions, so kernels stay simple:
+// - `out` is always a fresh contiguous tensor allocated by the caller, with the right shape/dtype.
+// - inputs may be arbitrary strided views (broadcast inputs have stride 0), already expanded to
+//   the shape the kernel expects; all operands are on the kernel's device.
+#pragma once
+#include <cstddef>
+#include <memory>
+
+#include "linea/tensor/tensor.h"
+
+namespace linea {
+
+enum class UnaryOp {
+  Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, GeluTanh, GeluErf, Silu, Abs, Sign,
+  PowScalar,   // x ** p0
+  Clamp,       // min(max(x, p0), p1)
+  // Derivatives evaluated at x, used by backward formulas:
+  ReluGrad, GeluTanhGrad, GeluErfGrad, SiluGrad,
+  ClampMask,   // 1 where p0 <= x <= p1 else 0
+};
+
+enum class BinaryOp {
+  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
+  Eq, Ne, Lt, Le, Gt, Ge,  // comparisons write a Bool output
+};
+
+enum class ReduceOp { Sum, Max, Min, ArgMax, LogSumExp };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // ---- memory ----
+  virtual std::shared_ptr<Storage> allocate(std::size_t nbytes) = 0;
+  virtual void copy_from_host(Storage& dst, std::size_t dst_byte_offset, const void* src, std::size_t nbytes) = 0;
+  virtual void copy_to_host(void* dst, const Storage& src, std::size_t src_byte_offset, std::size_t nbytes) = 0;
+
+  // ---- elementwise ----
+  // dst[i] = cast(src[i]); same shape, any strides on both sides (dst may be a non-contiguous
+  // view: this is how cat, contiguous() and dtype conversion write).
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+  virtual void fill(const Tensor& dst, double value) = 0;  // dst any strides
+  virtual void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0 = 0, double p1 = 0) = 0;
+  // a and b are already broadcast to out's shape. For comparisons out is Bool; otherwise a, b and
+  // out share one dtype.
+  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+
+  // ---- reductions ----
+  // x is contiguous and read as [outer, n, inner]; out is [outer, inner] (ArgMax writes int64).
+  virtual void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) = 0;
+  // Row-wise over the last dim of a contiguous x: out = softmax(x) or log_softmax(x), stable.
+  virtual void softmax(const Tensor& x, const Tensor& out, bool log) = 0;
+  // Given y = softmax(x) (or log_softmax) and dy, write dx (all contiguous, same shape).
+  virtual void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, bool log) = 0;
+
+  // ---- matrix multiply ----
+  // a: [batch, M, K], b: [batch, K, N], out: [batch, M, N] contiguous. a and b may be any
+  // strided views whose last two dims are row- or column-major (transposes are passed to BLAS,
+  // not copied); a batch stride of 0 means broadcast.
+  virtual void gemm(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+
+  // ---- indexing (idx is int64; indices are range-checked by the kernel) ----
+  virtual void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) = 0;
+  // out.narrow(dim, idx[i], 1) += src.select(dim, i), accumulating repeated indices.
+  virtual void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) = 0;
+  virtual void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) = 0;
+  virtual void scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) = 0;
+};
+
+// The backend for a device; throws a linea::Error when none is registered (e.g. CUDA in a
+// CPU-only build or on a machine without a GPU).
+Backend& backend(Device device);
+void register_backend(DeviceType type, Backend* b);
+
+}  // namespace linea

@@ -1,0 +1,35 @@
+// The CPU implementation of the kernel interface. Its methods are spread over one file per kernel
+// family: cpu_memory.cpp (allocate/copy/fill), cpu_elementwise.cpp, cpu_reduce.cpp,
+// cpu_matmul.cpp (OpenBLAS), cpu_index.cpp.
+#pragma once
+#include "linea/tensor/backend.h"
+
+namespace linea::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  std::shared_ptr<Storage> allocate(std::size_t nbytes) override;
+  void copy_from_host(Storage& dst, std::size_t dst_byte_offset, const void* src, std::size_t nbytes) override;
+  void copy_to_host(void* dst, const Storage& src, std::size_t src_byte_offset, std::size_t nbytes) override;
+
+  void copy(const Tensor& src, const Tensor& dst) override;
+  void fill(const Tensor& dst, double value) override;
+  void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) override;
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
+
+  void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) override;
+  void softmax(const Tensor& x, const Tensor& out, bool log) override;
+  void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, bool log) override;
+
+  void gemm(const Tensor& a, const Tensor& b, const Tensor& out) override;
+
+  void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;
+  void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;
+  void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;
+  void scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;
+};
+
+CpuBackend& instance();
+
+}  // namespace linea::cpu

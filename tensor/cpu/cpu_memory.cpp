@@ -1,0 +1,66 @@
+#include <cstdlib>
+#include <cstring>
+
+#include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/cpu/strided.h"
+
+namespace linea::cpu {
+
+CpuBackend& instance() {
+  static CpuBackend b;
+  return b;
+}
+
+std::shared_ptr<Storage> CpuBackend::allocate(std::size_t nbytes) {
+  // 64-byte alignment: full cache lines and aligned SIMD loads for BLAS and our loops.
+  std::size_t padded = (nbytes + 63) / 64 * 64;
+  void* p = padded ? std::aligned_alloc(64, padded) : nullptr;
+  LINEA_CHECK(p != nullptr || padded == 0, "[allocate] out of host memory allocating {} bytes", nbytes);
+  return std::make_shared<Storage>(p, nbytes, Device::cpu(), [](void* q) { std::free(q); });
+}
+
+void CpuBackend::copy_from_host(Storage& dst, std::size_t off, const void* src, std::size_t nbytes) {
+  LINEA_CHECK(off + nbytes <= dst.nbytes, "[copy_from_host] {} bytes at offset {} overflow a {}-byte storage", nbytes,
+              off, dst.nbytes);
+  if (nbytes) std::memcpy(static_cast<char*>(dst.data) + off, src, nbytes);
+}
+
+void CpuBackend::copy_to_host(void* dst, const Storage& src, std::size_t off, std::size_t nbytes) {
+  LINEA_CHECK(off + nbytes <= src.nbytes, "[copy_to_host] {} bytes at offset {} overflow a {}-byte storage", nbytes,
+              off, src.nbytes);
+  if (nbytes) std::memcpy(dst, static_cast<const char*>(src.data) + off, nbytes);
+}
+
+void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
+  LINEA_CHECK(src.shape() == dst.shape(), "[copy] shape mismatch: src {} vs dst {}", shape_str(src.shape()),
+              shape_str(dst.shape()));
+  dispatch(src.dtype(), [&]<class S>() {
+    dispatch(dst.dtype(), [&]<class D>() {
+      const S* s = src.data<S>();
+      D* d = dst.data<D>();
+      for_each_run<2>(dst.shape(), {&dst.strides(), &src.strides()},
+                      [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+                        D* pd = d + off[0];
+                        const S* ps = s + off[1];
+                        if (st[0] == 1 && st[1] == 1 && std::is_same_v<S, D>) {
+                          std::memcpy(pd, ps, n * sizeof(D));
+                          return;
+                        }
+                        for (int64_t i = 0; i < n; ++i) pd[i * st[0]] = static_cast<D>(ps[i * st[1]]);
+                      });
+    });
+  });
+}
+
+void CpuBackend::fill(const Tensor& dst, double value) {
+  dispatch(dst.dtype(), [&]<class T>() {
+    T v = static_cast<T>(value);
+    T* d = dst.data<T>();
+    for_each_run<1>(dst.shape(), {&dst.strides()},
+                    [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
+                      for (int64_t i = 0; i < n; ++i) d[off[0] + i * st[0]] = v;
+                    });
+  });
+}
+
+}  // namespace linea::cpu
