@@ -14,6 +14,7 @@ TensorImpl& Tensor::impl() const {
 int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim("size", d, dim())]; }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // no element to be out of place (and a 0 size would break the walk)
   const auto& sh = shape();
   const auto& st = strides();
   int64_t expected = 1;
