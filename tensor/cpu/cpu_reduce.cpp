@@ -1,9 +1,266 @@
+// Reductions and softmax on the CPU.
+//
+// Every reduction reads a contiguous x as [outer, n, inner] and writes out[outer, inner]. Each
+// op is a small "reducer": a running State, push() one element, merge() two partial States (to
+// split one long row over threads), finish() the result. Two drivers walk the memory:
+//   - rows (inner == 1): each output is one contiguous run of n elements;
+//   - columns (inner > 1): n rows of `inner` contiguous elements are streamed top to bottom,
+//     updating a block of running States, so memory is always read sequentially, never strided.
+// float sums accumulate in double, so a million-element float32 sum keeps ~7 correct digits.
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
 #include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/cpu/strided.h"
 
 namespace linea::cpu {
 
-void CpuBackend::reduce(ReduceOp, const Tensor&, const Tensor&, int64_t, int64_t, int64_t) { throw Error("[reduce] TODO: not implemented yet"); }
-void CpuBackend::softmax(const Tensor&, const Tensor&, bool) { throw Error("[softmax] TODO: not implemented yet"); }
-void CpuBackend::softmax_backward(const Tensor&, const Tensor&, const Tensor&, bool) { throw Error("[softmax_backward] TODO: not implemented yet"); }
+namespace {
+
+// The accumulator type: double for floats, int64 for integers and bool.
+template <class T>
+using Wide = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+template <class T>
+bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
+  else return false;
+}
+
+template <class T>
+struct SumReducer {
+  using State = Wide<T>;
+  using Out = T;
+  static State init() { return 0; }
+  static void push(State& s, T v, int64_t) { s += static_cast<State>(v); }
+  static void merge(State& a, const State& b) { a += b; }
+  static Out finish(const State& s) { return static_cast<T>(s); }
+};
+
+// Max (Greater = true) or Min. A NaN wins and stays, like PyTorch: a max over NaN data is NaN.
+template <class T, bool Greater>
+struct ExtremeReducer {
+  using State = T;
+  using Out = T;
+  static State init() {
+    if constexpr (std::is_floating_point_v<T>)
+      return Greater ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+    else return Greater ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+  }
+  static void push(State& s, T v, int64_t) {
+    if ((Greater ? v > s : v < s) || is_nan(v)) s = v;
+  }
+  static void merge(State& a, const State& b) { push(a, b, 0); }
+  static Out finish(const State& s) { return s; }
+};
+
+// Index of the max; strict ">" keeps the first index on ties (merge() sees chunks in order).
+template <class T>
+struct ArgMaxReducer {
+  struct State {
+    T v;
+    int64_t i;
+  };
+  using Out = int64_t;
+  static State init() { return {ExtremeReducer<T, true>::init(), 0}; }
+  static void push(State& s, T v, int64_t i) {
+    if (v > s.v || (is_nan(v) && !is_nan(s.v))) s = {v, i};
+  }
+  static void merge(State& a, const State& b) { push(a, b.v, b.i); }
+  static Out finish(const State& s) { return s.i; }
+};
+
+// log(sum(exp(x))) in one pass: keep the running max m and s = sum(exp(x - m)); when a larger
+// element arrives, rescale s. Nothing ever overflows; an all -inf row gives -inf (not NaN).
+template <class T>
+struct LogSumExpReducer {
+  struct State {
+    double m, s;
+  };
+  using Out = T;
+  static State init() { return {-std::numeric_limits<double>::infinity(), 0.0}; }
+  static void push(State& st, T v, int64_t) { merge(st, {static_cast<double>(v), 1.0}); }
+  static void merge(State& a, const State& b) {
+    if (b.m > a.m) {
+      a.s = a.s * std::exp(a.m - b.m) + b.s;
+      a.m = b.m;
+    } else if (b.m == a.m) {  // also covers -inf with -inf and +inf with +inf (inf - inf is NaN)
+      a.s += b.s;
+    } else {
+      a.s += b.s * std::exp(b.m - a.m);  // a NaN element lands here and poisons s: result NaN
+    }
+  }
+  static Out finish(const State& st) {
+    if (std::isinf(st.m)) return static_cast<T>(st.m);
+    return static_cast<T>(st.m + std::log(st.s));
+  }
+};
+
+// One contiguous run p[0..n), element indices starting at `base`.
+template <class R, class T>
+typename R::State reduce_run(const T* p, int64_t n, int64_t base) {
+  if constexpr (std::is_same_v<R, SumReducer<T>>) {
+    // Eight independent partial sums: the loop vectorizes, and the sum is partly pairwise.
+    Wide<T> s[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int k = 0; k < 8; ++k) s[k] += static_cast<Wide<T>>(p[i + k]);
+    for (; i < n; ++i) s[0] += static_cast<Wide<T>>(p[i]);
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  } else {
+    typename R::State s = R::init();
+    for (int64_t i = 0; i < n; ++i) R::push(s, p[i], base + i);
+    return s;
+  }
+}
+
+template <class R, class T>
+void reduce_rows(const T* x, typename R::Out* out, int64_t outer, int64_t n) {
+  if (outer >= omp_get_max_threads() || n < 2 * kParallelGrain) {
+#pragma omp parallel for schedule(static) if (outer * n > kParallelGrain && outer > 1)
+    for (int64_t o = 0; o < outer; ++o) out[o] = R::finish(reduce_run<R>(x + o * n, n, 0));
+    return;
+  }
+  // A few long rows (a full sum, say): split each row into chunks over threads, then merge the
+  // partial states in chunk order so that ArgMax still returns the first index.
+  const int64_t nchunks = (n + kParallelGrain - 1) / kParallelGrain;
+  std::vector<typename R::State> part(nchunks);
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* row = x + o * n;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < nchunks; ++c) {
+      const int64_t start = c * kParallelGrain;
+      part[c] = reduce_run<R>(row + start, std::min(kParallelGrain, n - start), start);
+    }
+    typename R::State s = part[0];
+    for (int64_t c = 1; c < nchunks; ++c) R::merge(s, part[c]);
+    out[o] = R::finish(s);
+  }
+}
+
+// Column reduction. Work is split into (outer index, block of columns) tasks; each task streams
+// its n row segments through a block of running states that stays in L1.
+template <class R, class T>
+void reduce_columns(const T* x, typename R::Out* out, int64_t outer, int64_t n, int64_t inner) {
+  constexpr int64_t kBlock = 256;
+  const int64_t nblocks = (inner + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (outer * n * inner > kParallelGrain && outer * nblocks > 1)
+  for (int64_t t = 0; t < outer * nblocks; ++t) {
+    const int64_t o = t / nblocks, j0 = (t % nblocks) * kBlock, w = std::min(kBlock, inner - j0);
+    typename R::State st[kBlock];
+    for (int64_t j = 0; j < w; ++j) st[j] = R::init();
+    for (int64_t i = 0; i < n; ++i) {
+      const T* row = x + (o * n + i) * inner + j0;
+      for (int64_t j = 0; j < w; ++j) R::push(st[j], row[j], i);
+    }
+    for (int64_t j = 0; j < w; ++j) out[o * inner + j0 + j] = R::finish(st[j]);
+  }
+}
+
+template <class R, class T>
+void run_reducer(const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) {
+  using Out = typename R::Out;
+  LINEA_CHECK(out.dtype() == dtype_v<Out>, "[reduce] output dtype {} should be {}", out.dtype(), dtype_v<Out>);
+  const T* xp = x.data<T>();
+  Out* op = out.data<Out>();
+  if (inner == 1) reduce_rows<R>(xp, op, outer, n);
+  else reduce_columns<R>(xp, op, outer, n, inner);
+}
+
+}  // namespace
+
+void CpuBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) {
+  LINEA_CHECK(x.is_contiguous() && out.is_contiguous(), "[reduce] operands must be contiguous");
+  LINEA_CHECK(x.numel() == outer * n * inner && out.numel() == outer * inner,
+              "[reduce] x {} / out {} do not match [outer={}, n={}, inner={}]", shape_str(x.shape()),
+              shape_str(out.shape()), outer, n, inner);
+  LINEA_CHECK(n > 0 || op == ReduceOp::Sum || op == ReduceOp::LogSumExp,
+              "[reduce] max/min/argmax over an empty dim (n = 0) has no result");
+  if (outer * inner == 0) return;
+  if (op == ReduceOp::LogSumExp) {
+    dispatch_floating(x.dtype(), "logsumexp", [&]<class T>() {
+      run_reducer<LogSumExpReducer<T>, T>(x, out, outer, n, inner);
+    });
+    return;
+  }
+  dispatch(x.dtype(), [&]<class T>() {
+    switch (op) {
+      case ReduceOp::Sum: run_reducer<SumReducer<T>, T>(x, out, outer, n, inner); break;
+      case ReduceOp::Max: run_reducer<ExtremeReducer<T, true>, T>(x, out, outer, n, inner); break;
+      case ReduceOp::Min: run_reducer<ExtremeReducer<T, false>, T>(x, out, outer, n, inner); break;
+      case ReduceOp::ArgMax: run_reducer<ArgMaxReducer<T>, T>(x, out, outer, n, inner); break;
+      case ReduceOp::LogSumExp: break;  // handled above
+    }
+  });
+}
+
+// ---- softmax: row-wise over the last dim, two passes per row (max, then exp and sum) ----
+
+void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
+  LINEA_CHECK(x.is_contiguous() && out.is_contiguous() && x.shape() == out.shape() && x.dtype() == out.dtype(),
+              "[softmax] x {} {} and out {} {} must be contiguous with one shape and dtype", shape_str(x.shape()),
+              x.dtype(), shape_str(out.shape()), out.dtype());
+  if (x.numel() == 0) return;
+  const int64_t n = x.dim() == 0 ? 1 : x.shape().back(), rows = x.numel() / n;
+  dispatch_floating(x.dtype(), "softmax", [&]<class T>() {
+    const T* xp = x.data<T>();
+    T* yp = out.data<T>();
+#pragma omp parallel for schedule(static) if (rows * n > kParallelGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* xr = xp + r * n;
+      T* yr = yp + r * n;
+      // Shift by the row max so exp never overflows (inputs ~1e4 are fine) and -inf entries
+      // (masked out) give exp(-inf) = 0. A row that is all -inf has no distribution: NaN.
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < n; ++j) m = std::max(m, xr[j]);
+      double s = 0;
+      if (log) {
+        for (int64_t j = 0; j < n; ++j) s += std::exp(xr[j] - m);
+        // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round away log(s)'s digits.
+        const T log_s = static_cast<T>(std::log(s));
+        for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) - log_s;
+      } else {
+        for (int64_t j = 0; j < n; ++j) {
+          yr[j] = std::exp(xr[j] - m);
+          s += yr[j];
+        }
+        const T inv = static_cast<T>(1.0 / s);
+        for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
+      }
+    }
+  });
+}
+
+// softmax:     dx = y * (dy - sum(dy * y))
+// log_softmax: dx = dy - exp(y) * sum(dy)
+void CpuBackend::softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, bool log) {
+  LINEA_CHECK(y.is_contiguous() && dy.is_contiguous() && dx.is_contiguous() && y.shape() == dy.shape() &&
+                  y.shape() == dx.shape() && y.dtype() == dy.dtype() && y.dtype() == dx.dtype(),
+              "[softmax_backward] y {}, dy {}, dx {} must be contiguous with one shape and dtype",
+              shape_str(y.shape()), shape_str(dy.shape()), shape_str(dx.shape()));
+  if (y.numel() == 0) return;
+  const int64_t n = y.dim() == 0 ? 1 : y.shape().back(), rows = y.numel() / n;
+  dispatch_floating(y.dtype(), "softmax_backward", [&]<class T>() {
+    const T *yp = y.data<T>(), *gp = dy.data<T>();
+    T* dp = dx.data<T>();
+#pragma omp parallel for schedule(static) if (rows * n > kParallelGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *yr = yp + r * n, *gr = gp + r * n;
+      T* dr = dp + r * n;
+      double s = 0;
+      if (log) {
+        for (int64_t j = 0; j < n; ++j) s += gr[j];
+        for (int64_t j = 0; j < n; ++j) dr[j] = gr[j] - std::exp(yr[j]) * static_cast<T>(s);
+      } else {
+        for (int64_t j = 0; j < n; ++j) s += static_cast<double>(gr[j]) * yr[j];
+        for (int64_t j = 0; j < n; ++j) dr[j] = yr[j] * (gr[j] - static_cast<T>(s));
+      }
+    }
+  });
+}
 
 }  // namespace linea::cpu
