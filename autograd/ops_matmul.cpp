@@ -1,0 +1,104 @@
+// matmul with NumPy semantics on the [batch, M, K] @ [batch, K, N] gemm kernel.
+//
+// 1-d operands are promoted (a vector on the left is a [1, K] row, on the right a [K, 1] column)
+// and the added dim is left out of the result. Leading batch dims broadcast by expand(), i.e. with
+// zero strides: a [B, T, C] @ [C, N] product never copies the weight B times.
+#include "linea/autograd/ops_matmul.h"
+
+#include <optional>
+
+#include "linea/autograd/function.h"
+#include "linea/tensor/backend.h"
+
+namespace linea {
+
+namespace {
+
+// The one stride that walks t's first nb dims as a single flattened dim, if there is one (size-1
+// dims do not matter; a fully broadcast batch has stride 0).
+std::optional<int64_t> flat_batch_stride(const Tensor& t, int64_t nb) {
+  std::optional<int64_t> stride;
+  int64_t span = 1;
+  for (int64_t d = nb - 1; d >= 0; --d) {
+    if (t.shape()[d] == 1) continue;
+    if (stride && t.strides()[d] != *stride * span) return std::nullopt;
+    if (!stride) stride = t.strides()[d];
+    span *= t.shape()[d];
+  }
+  return stride.value_or(0);
+}
+
+// a [..., M, K] @ b [..., K, N] -> out [..., M, N], all with the same nb batch dims. One kernel
+// call when the batch dims flatten in every operand; that fails only when some but not all of
+// them are broadcast ([2, 1] against [1, 5], say), and then we loop over the first batch dim.
+void gemm_nd(const Tensor& a, const Tensor& b, const Tensor& out, int64_t nb) {
+  auto sa = flat_batch_stride(a, nb), sb = flat_batch_stride(b, nb), so = flat_batch_stride(out, nb);
+  if (sa && sb && so) {
+    const int64_t batch = numel(Shape(out.shape().begin(), out.shape().begin() + nb));
+    auto as3 = [&](const Tensor& t, int64_t s) {
+      return t.as_strided({batch, t.shape()[nb], t.shape()[nb + 1]}, {s, t.strides()[nb], t.strides()[nb + 1]},
+                          t.offset());
+    };
+    backend(out.device()).gemm(as3(a, *sa), as3(b, *sb), as3(out, *so));
+    return;
+  }
+  for (int64_t i = 0; i < out.shape()[0]; ++i) gemm_nd(a.select(0, i), b.select(0, i), out.select(0, i), nb - 1);
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  LINEA_CHECK(a.dim() >= 1 && b.dim() >= 1, "[matmul] both operands need at least 1 dim, got shapes {} and {}",
+              shape_str(a.shape()), shape_str(b.shape()));
+  LINEA_CHECK(a.dtype() == b.dtype(), "[matmul] dtype mismatch: {} @ {} (convert one with .to())", a.dtype(),
+              b.dtype());
+  LINEA_CHECK(is_floating(a.dtype()), "[matmul] expected float32 or float64 operands, got {}", a.dtype());
+  LINEA_CHECK(a.device() == b.device(), "[matmul] operands on different devices: {} and {}", a.device(), b.device());
+
+  const Tensor A = a.dim() == 1 ? a.detach().unsqueeze(0) : a.detach();
+  const Tensor B = b.dim() == 1 ? b.detach().unsqueeze(1) : b.detach();
+  const int64_t M = A.size(-2), K = A.size(-1), N = B.size(-1);
+  LINEA_CHECK(B.size(-2) == K, "[matmul] shape mismatch: {} @ {} (inner dims {} and {} differ)",
+              shape_str(a.shape()), shape_str(b.shape()), K, B.size(-2));
+  const Shape a_batch(A.shape().begin(), A.shape().end() - 2), b_batch(B.shape().begin(), B.shape().end() - 2);
+  Shape batch;
+  try {
+    batch = broadcast_shapes("matmul", a_batch, b_batch);
+  } catch (const Error&) {
+    throw Error(fmt::format("[matmul] batch dims of {} and {} cannot be broadcast together", shape_str(a.shape()),
+                            shape_str(b.shape())));
+  }
+  auto with = [&batch](int64_t r, int64_t c) {
+    Shape s = batch;
+    s.push_back(r);
+    s.push_back(c);
+    return s;
+  };
+
+  Shape out_shape = batch;
+  if (a.dim() > 1) out_shape.push_back(M);
+  if (b.dim() > 1) out_shape.push_back(N);
+  Tensor out = empty(out_shape, a.dtype(), a.device());
+  const Shape full = with(M, N);  // out including the promoted dims
+  gemm_nd(A.expand(with(M, K)), B.expand(with(K, N)), out.as_strided(full, contiguous_strides(full), 0),
+          static_cast<int64_t>(batch.size()));
+
+  return autograd::record(
+      "matmul", out, {a, b},
+      [A, B, full, K, N, a_shape = a.shape(), b_shape = b.shape(), need_a = a.requires_grad(),
+       need_b = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+        // dA = g @ B^T and dB = A^T @ g, summed over the batch dims each operand was broadcast along.
+        const Tensor G = g.reshape(full);
+        Tensor da, db;
+        if (need_a) da = autograd::sum_to(matmul(G, B.transpose(-1, -2)), A.shape()).reshape(a_shape);
+        if (need_b && B.dim() == 2 && A.dim() > 2) {
+          // A weight shared by every batch: fold the batch into one [batch*M, K]^T @ [batch*M, N].
+          db = matmul(A.reshape({-1, K}).t(), G.reshape({-1, N})).reshape(b_shape);
+        } else if (need_b) {
+          db = autograd::sum_to(matmul(A.transpose(-1, -2), G), B.shape()).reshape(b_shape);
+        }
+        return {da, db};
+      });
+}
+
+}  // namespace linea

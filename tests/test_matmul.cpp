@@ -1,0 +1,144 @@
+// matmul: values against a plain triple loop, NumPy shape rules, BLAS-friendly views, gradients,
+// errors.
+#include "helpers.h"
+
+using namespace linea;
+using linea::testing::allclose;
+using linea::testing::randn64;
+
+namespace {
+
+// Plain-loop matmul with NumPy semantics, computed in double from the operands' values.
+Tensor ref_matmul(const Tensor& a, const Tensor& b) {
+  Tensor A = a.dim() == 1 ? a.unsqueeze(0) : a, B = b.dim() == 1 ? b.unsqueeze(1) : b;
+  const int64_t M = A.size(-2), K = A.size(-1), N = B.size(-1);
+  Shape batch = broadcast_shapes("ref", Shape(A.shape().begin(), A.shape().end() - 2),
+                                 Shape(B.shape().begin(), B.shape().end() - 2));
+  Shape as = batch, bs = batch;
+  as.insert(as.end(), {M, K});
+  bs.insert(bs.end(), {K, N});
+  std::vector<double> av = A.expand(as).to_vector(), bv = B.expand(bs).to_vector();
+  const int64_t nb = numel(batch);
+  std::vector<double> out(nb * M * N, 0.0);
+  for (int64_t p = 0; p < nb; ++p)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += av[(p * M + i) * K + k] * bv[(p * K + k) * N + j];
+        out[(p * M + i) * N + j] = s;
+      }
+  Shape out_shape = batch;
+  if (a.dim() > 1) out_shape.push_back(M);
+  if (b.dim() > 1) out_shape.push_back(N);
+  return from_vector(out, out_shape);
+}
+
+Tensor randn32(Shape shape, uint64_t seed) {
+  Generator g(seed);
+  return randn(std::move(shape), g, DType::Float32);
+}
+
+bool overlaps(const Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.strides()[d] == 0 && t.shape()[d] > 1) return true;
+  return false;
+}
+
+auto mm = [](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); };
+
+// Checks values (float32 and float64) and the float64 gradient for one pair of shapes;
+// `view` turns a fresh tensor into the operand actually passed (e.g. a transpose).
+void check_case(Shape sa, Shape sb, Shape expect,
+                const std::function<Tensor(const Tensor&)>& va = [](const Tensor& t) { return t; },
+                const std::function<Tensor(const Tensor&)>& vb = [](const Tensor& t) { return t; }) {
+  CAPTURE(shape_str(sa));
+  CAPTURE(shape_str(sb));
+  Tensor a32 = va(randn32(sa, 1)), b32 = vb(randn32(sb, 2));
+  Tensor out = matmul(a32, b32);
+  CHECK(out.shape() == expect);
+  CHECK(out.dtype() == DType::Float32);
+  CHECK(allclose(out, ref_matmul(a32, b32), 1e-4, 1e-4));
+  // float64: the views taken inside f, and (unless a view repeats elements, which gradcheck's
+  // per-element perturbation cannot handle) the views themselves made leaves.
+  Tensor a0 = randn64(sa, 3), b0 = randn64(sb, 4);
+  CHECK(allclose(matmul(va(a0), vb(b0)), ref_matmul(va(a0), vb(b0)), 1e-12, 1e-12));
+  CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return matmul(va(in[0]), vb(in[1])); }, {a0, b0});
+  Tensor a = va(a0).detach().requires_grad_(), b = vb(b0).detach().requires_grad_();
+  if (!overlaps(a) && !overlaps(b)) CHECK_GRADCHECK(mm, {a, b});
+}
+
+Tensor t_last(const Tensor& t) { return t.transpose(-1, -2); }
+
+}  // namespace
+
+TEST_CASE("matmul: 2-d and 1-d operands follow NumPy") {
+  check_case({3, 4}, {4, 5}, {3, 5});
+  check_case({4}, {4, 5}, {5});   // vector @ matrix
+  check_case({3, 4}, {4}, {3});   // matrix @ vector
+  check_case({4}, {4}, {});       // dot product: 0-d
+  check_case({2, 3, 4}, {4}, {2, 3});
+  check_case({4}, {2, 4, 5}, {2, 5});
+  check_case({1, 1}, {1, 1}, {1, 1});
+}
+
+TEST_CASE("matmul: batched and broadcast batch dims") {
+  check_case({2, 3, 4}, {2, 4, 5}, {2, 3, 5});
+  check_case({2, 3, 4}, {4, 5}, {2, 3, 5});        // shared weight (folded into one gemm)
+  check_case({3, 4}, {2, 4, 5}, {2, 3, 5});        // shared left operand
+  check_case({2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2});  // partial broadcast: a loop over dim 0
+  check_case({1, 3, 4}, {6, 4, 2}, {6, 3, 2});
+  check_case({2, 2, 3, 4}, {2, 2, 4, 5}, {2, 2, 3, 5});
+}
+
+TEST_CASE("matmul: transposed and strided views") {
+  // Column-major operands go to BLAS as transposes; the rest are copied first.
+  check_case({4, 3}, {4, 5}, {3, 5}, t_last);
+  check_case({3, 4}, {5, 4}, {3, 5}, [](const Tensor& t) { return t; }, t_last);
+  check_case({4, 3}, {5, 4}, {3, 5}, t_last, t_last);
+  check_case({2, 4, 3}, {2, 5, 4}, {2, 3, 5}, t_last, t_last);   // batched transposes
+  check_case({4, 2, 3}, {4, 5}, {2, 3, 5}, [](const Tensor& t) { return t.permute({1, 2, 0}); });
+  check_case({3, 8}, {4, 5}, {3, 5}, [](const Tensor& t) { return t.slice(1, 0, 8, 2); });  // column stride 2
+  check_case({3, 4}, {4, 10}, {3, 5}, [](const Tensor& t) { return t; },
+             [](const Tensor& t) { return t.slice(1, 1, 10, 2); });
+  check_case({5, 3, 4}, {3, 4, 2}, {3, 3, 2}, [](const Tensor& t) { return t.slice(0, 0, 5, 2); });  // batch stride
+  // Broadcast rows (stride 0 inside the matrix) need a copy too.
+  check_case({1, 4}, {4, 5}, {3, 5}, [](const Tensor& t) { return t.expand({3, 4}); });
+}
+
+TEST_CASE("matmul: larger float32 products and empty dims") {
+  Tensor a = randn32({64, 128}, 5), b = randn32({128, 96}, 6);
+  CHECK(allclose(matmul(a, b), ref_matmul(a, b), 1e-4, 1e-4));
+  Tensor x = randn32({4, 16, 32}, 7), w = randn32({32, 8}, 8);
+  CHECK(allclose(matmul(x, w), ref_matmul(x, w), 1e-4, 1e-4));
+  // K = 0: a sum over nothing is 0. M = 0: an empty result.
+  CHECK(matmul(zeros({2, 0}), zeros({0, 3})).to_vector() == std::vector<double>(6, 0.0));
+  CHECK(matmul(zeros({0, 4}), zeros({4, 3})).shape() == Shape{0, 3});
+}
+
+TEST_CASE("matmul: gradient of a shared weight used across a batch") {
+  Tensor x = randn64({3, 4, 5}, 9), w = randn64({5, 2}, 10);
+  matmul(x, w).backward(ones({3, 4, 2}, DType::Float64));
+  // dW = sum over batch and rows of x^T @ 1, i.e. column sums of x for every output column.
+  Tensor colsum = sum(x.detach(), {0, 1});
+  for (int64_t j = 0; j < 2; ++j) CHECK(allclose(w.grad().select(1, j), colsum, 1e-12, 1e-12));
+  CHECK(x.grad().shape() == x.shape());
+  // Only the input that requires grad gets one.
+  Tensor c = randn64({5, 2}, 11, false);
+  Tensor y = randn64({4, 5}, 12);
+  matmul(y, c).backward(ones({4, 2}, DType::Float64));
+  CHECK(y.grad().defined());
+  CHECK(!c.grad().defined());
+}
+
+TEST_CASE("matmul errors name the op and the shapes") {
+  Tensor a = randn32({3, 4}, 13), b = randn32({5, 6}, 14);
+  CHECK_THROWS_WITH_AS(matmul(a, b), doctest::Contains("[matmul] shape mismatch: (3, 4) @ (5, 6)"), linea::Error);
+  CHECK_THROWS_WITH_AS(matmul(randn32({3}, 1), randn32({4}, 2)), doctest::Contains("(3,) @ (4,)"), linea::Error);
+  CHECK_THROWS_WITH_AS(matmul(randn32({2, 3, 4}, 1), randn32({3, 4, 5}, 2)),
+                       doctest::Contains("[matmul] batch dims of (2, 3, 4) and (3, 4, 5)"), linea::Error);
+  CHECK_THROWS_WITH_AS(matmul(a, randn64({4, 2}, 1, false)), doctest::Contains("[matmul] dtype mismatch"),
+                       linea::Error);
+  Tensor i = from_vector<int64_t>({1, 2, 3, 4}, {2, 2});
+  CHECK_THROWS_WITH_AS(matmul(i, i), doctest::Contains("[matmul]"), linea::Error);
+  CHECK_THROWS_WITH_AS(matmul(scalar(2.0), a), doctest::Contains("[matmul]"), linea::Error);
+}
