@@ -31,10 +31,13 @@ bool is_nan(T v) {
   else return false;
 }
 
+// kLanes: the reducer ignores element indices, so a run can be split over 8 independent lanes
+// (which the compiler vectorizes) and the lanes merged at the end.
 template <class T>
 struct SumReducer {
   using State = Wide<T>;
   using Out = T;
+  static constexpr bool kLanes = true;
   static State init() { return 0; }
   static void push(State& s, T v, int64_t) { s += static_cast<State>(v); }
   static void merge(State& a, const State& b) { a += b; }
@@ -46,13 +49,14 @@ template <class T, bool Greater>
 struct ExtremeReducer {
   using State = T;
   using Out = T;
+  static constexpr bool kLanes = true;
   static State init() {
     if constexpr (std::is_floating_point_v<T>)
       return Greater ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
     else return Greater ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
   }
   static void push(State& s, T v, int64_t) {
-    if ((Greater ? v > s : v < s) || is_nan(v)) s = v;
+    s = ((Greater ? v > s : v < s) | is_nan(v)) ? v : s;  // branch-free, so it vectorizes
   }
   static void merge(State& a, const State& b) { push(a, b, 0); }
   static Out finish(const State& s) { return s; }
@@ -66,6 +70,7 @@ struct ArgMaxReducer {
     int64_t i;
   };
   using Out = int64_t;
+  static constexpr bool kLanes = false;
   static State init() { return {ExtremeReducer<T, true>::init(), 0}; }
   static void push(State& s, T v, int64_t i) {
     if (v > s.v || (is_nan(v) && !is_nan(s.v))) s = {v, i};
@@ -82,6 +87,7 @@ struct LogSumExpReducer {
     double m, s;
   };
   using Out = T;
+  static constexpr bool kLanes = false;  // order-free, but exp() would not vectorize anyway
   static State init() { return {-std::numeric_limits<double>::infinity(), 0.0}; }
   static void push(State& st, T v, int64_t) { merge(st, {static_cast<double>(v), 1.0}); }
   static void merge(State& a, const State& b) {
@@ -103,14 +109,17 @@ struct LogSumExpReducer {
 // One contiguous run p[0..n), element indices starting at `base`.
 template <class R, class T>
 typename R::State reduce_run(const T* p, int64_t n, int64_t base) {
-  if constexpr (std::is_same_v<R, SumReducer<T>>) {
-    // Eight independent partial sums: the loop vectorizes, and the sum is partly pairwise.
-    Wide<T> s[8] = {};
+  if constexpr (R::kLanes) {
+    // Eight independent lanes: the loop vectorizes, and a sum becomes partly pairwise.
+    typename R::State s[8];
+    for (auto& lane : s) lane = R::init();
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-      for (int k = 0; k < 8; ++k) s[k] += static_cast<Wide<T>>(p[i + k]);
-    for (; i < n; ++i) s[0] += static_cast<Wide<T>>(p[i]);
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+      for (int k = 0; k < 8; ++k) R::push(s[k], p[i + k], 0);
+    for (; i < n; ++i) R::push(s[0], p[i], 0);
+    for (int w = 4; w > 0; w /= 2)
+      for (int k = 0; k < w; ++k) R::merge(s[k], s[k + w]);
+    return s[0];
   } else {
     typename R::State s = R::init();
     for (int64_t i = 0; i < n; ++i) R::push(s, p[i], base + i);
