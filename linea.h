@@ -6,6 +6,8 @@
 #include "linea/tensor/device.h"
 #include "linea/tensor/dtype.h"
 #include "linea/tensor/error.h"
+#include "linea/tensor/npy.h"
+#include "linea/tensor/print.h"
 #include "linea/tensor/random.h"
 #include "linea/tensor/shape.h"
 #include "linea/tensor/tensor.h"
@@ -17,3 +19,5 @@
 #include "linea/autograd/ops_index.h"
 #include "linea/autograd/ops_matmul.h"
 #include "linea/autograd/ops_reduce.h"
+
+#include "linea/cuda/runtime.h"

@@ -1,0 +1,9 @@
+// The CPU-only build (LINEA_CUDA=OFF) of runtime.h: there is never a GPU.
+#include "linea/cuda/runtime.h"
+
+namespace linea::cuda {
+
+int device_count() { return 0; }
+bool is_available() { return false; }
+
+}  // namespace linea::cuda
