@@ -48,7 +48,8 @@ Tensor arange(double start, double end, double step, Options opts) {
 Tensor linspace(double start, double end, int64_t steps, Options opts) {
   LINEA_CHECK(steps >= 0, "[linspace] steps must be >= 0, got {}", steps);
   double h = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
-  return from_host_fn({steps}, opts, [&](int64_t i) { return i == steps - 1 ? end : start + h * i; });
+  // The last value is `end` exactly, not start + (steps - 1) * h; one step gives just `start`.
+  return from_host_fn({steps}, opts, [&](int64_t i) { return i == steps - 1 && i > 0 ? end : start + h * i; });
 }
 
 Tensor eye(int64_t n, Options opts) {
