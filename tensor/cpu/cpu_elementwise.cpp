@@ -125,8 +125,10 @@ void unary_typed(UnaryOp op, const Tensor& x, const Tensor& out, double p0d, dou
       case UnaryOp::Sigmoid: return map1<T, T>(x, out, [](T v) { return sigmoid(v); });
       case UnaryOp::Silu: return map1<T, T>(x, out, [](T v) { return v * sigmoid(v); });
       case UnaryOp::PowScalar: return map1<T, T>(x, out, [=](T v) { return std::pow(v, p0); });
+      // GPT-2's 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as x sigmoid(2u):
+      // the same function, but exp is ~4x cheaper than tanh in libm (neither vectorises).
       case UnaryOp::GeluTanh:
-        return map1<T, T>(x, out, [=](T v) { return T(0.5) * v * (T(1) + std::tanh(k * (v + c * v * v * v))); });
+        return map1<T, T>(x, out, [=](T v) { return v * sigmoid(T(2) * k * (v + c * v * v * v)); });
       case UnaryOp::GeluErf:
         // x * Phi(x) with Phi(x) = erfc(-x/sqrt2)/2: erfc keeps the far negative tail accurate,
         // where 1 + erf(x/sqrt2) would cancel to 0.
@@ -137,13 +139,12 @@ void unary_typed(UnaryOp op, const Tensor& x, const Tensor& out, double p0d, dou
           const T s = sigmoid(v);
           return s * (T(1) + v * (T(1) - s));
         });
-      case UnaryOp::GeluTanhGrad:
+      case UnaryOp::GeluTanhGrad:  // d/dx x s(2u) = s + 2 x s (1 - s) u'
         return map1<T, T>(x, out, [=](T v) {
-          const T t = std::tanh(k * (v + c * v * v * v));
-          const T sech2 = T(1) - t * t;
-          // Once tanh has saturated, sech2 is 0 and the second term must be too (x^2 may be inf).
-          const T du = sech2 == 0 ? T(0) : T(0.5) * v * sech2 * k * (T(1) + T(3) * c * v * v);
-          return T(0.5) * (T(1) + t) + du;
+          const T s = sigmoid(T(2) * k * (v + c * v * v * v));
+          const T ds = s * (T(1) - s);
+          // Once the sigmoid has saturated, ds is 0 and the second term must be too (x^2 may be inf).
+          return s + (ds == 0 ? T(0) : T(2) * v * ds * k * (T(1) + T(3) * c * v * v));
         });
       case UnaryOp::GeluErfGrad:  // Phi(x) + x phi(x)
         return map1<T, T>(x, out, [](T v) {

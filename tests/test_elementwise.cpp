@@ -1,0 +1,387 @@
+// Elementwise ops: forward values against plain std:: math (float32/float64, contiguous, strided and
+// broadcast operands), float64 gradchecks of every differentiable op, stability at large |x|,
+// comparisons, where/tril/triu, integer dtypes, and the error paths.
+#include <cmath>
+#include <functional>
+#include <numbers>
+
+#include "helpers.h"
+
+using namespace linea;
+using linea::testing::allclose;
+using linea::testing::randn64;
+
+namespace {
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// Uniform values in [lo, hi) of the given dtype.
+Tensor uniform(Shape shape, double lo, double hi, DType dtype, uint64_t seed) {
+  Generator g(seed);
+  return rand(std::move(shape), g, dtype) * (hi - lo) + lo;
+}
+
+// Three layouts of the same [5, 6] values domain: contiguous, transposed, and a strided slice.
+std::vector<Tensor> layouts(double lo, double hi, DType dtype) {
+  return {uniform({5, 6}, lo, hi, dtype, 1), uniform({6, 5}, lo, hi, dtype, 2).t(),
+          uniform({5, 12}, lo, hi, dtype, 3).slice(1, 0, 12, 2)};
+}
+
+// f applied elementwise in double, as the reference.
+Tensor map_ref(const Tensor& x, const std::function<double(double)>& f) {
+  std::vector<double> v = x.to_vector();
+  for (double& e : v) e = f(e);
+  return from_vector(v, x.shape());
+}
+
+// f(a, b) with a and b broadcast to a common shape, in double, as the reference.
+Tensor map_ref(const Tensor& a, const Tensor& b, const std::function<double(double, double)>& f) {
+  Shape s = broadcast_shapes("ref", a.shape(), b.shape());
+  std::vector<double> va = a.expand(s).contiguous().to_vector(), vb = b.expand(s).contiguous().to_vector();
+  for (size_t i = 0; i < va.size(); ++i) va[i] = f(va[i], vb[i]);
+  return from_vector(va, s);
+}
+
+double tol(DType t) { return t == float32 ? 2e-6 : 1e-12; }
+
+double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
+double gelu_erf_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh_ref(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+}
+
+struct UnaryCase {
+  const char* name;
+  std::function<Tensor(const Tensor&)> op;
+  std::function<double(double)> ref;
+  double lo, hi;  // forward inputs are drawn from [lo, hi)
+};
+
+std::vector<UnaryCase> unary_cases() {
+  return {
+      {"neg", [](const Tensor& x) { return -x; }, [](double x) { return -x; }, -3, 3},
+      {"exp", [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); }, -3, 3},
+      {"log", [](const Tensor& x) { return log(x); }, [](double x) { return std::log(x); }, 0.1, 5},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }, [](double x) { return std::sqrt(x); }, 0.1, 5},
+      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, [](double x) { return 1 / std::sqrt(x); }, 0.1, 5},
+      {"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, -3, 3},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, sigmoid_ref, -8, 8},
+      {"relu", [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? x : 0; }, -2, 2},
+      {"gelu_erf", [](const Tensor& x) { return gelu(x); }, gelu_erf_ref, -4, 4},
+      {"gelu_tanh", [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); }, gelu_tanh_ref, -4, 4},
+      {"silu", [](const Tensor& x) { return silu(x); }, [](double x) { return x * sigmoid_ref(x); }, -6, 6},
+      {"abs", [](const Tensor& x) { return abs(x); }, [](double x) { return std::abs(x); }, -2, 2},
+      {"pow2.5", [](const Tensor& x) { return pow(x, 2.5); }, [](double x) { return std::pow(x, 2.5); }, 0.1, 3},
+      {"pow-1.5", [](const Tensor& x) { return pow(x, -1.5); }, [](double x) { return std::pow(x, -1.5); }, 0.2, 3},
+      {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.7); },
+       [](double x) { return std::min(std::max(x, -0.5), 0.7); }, -2, 2},
+  };
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// unary
+
+TEST_CASE("unary ops match std:: math for float32/float64 and every layout") {
+  for (DType dt : {float32, float64}) {
+    for (const UnaryCase& c : unary_cases()) {
+      for (const Tensor& x : layouts(c.lo, c.hi, dt)) {
+        CAPTURE(c.name);
+        CAPTURE(dtype_name(dt));
+        Tensor y = c.op(x);
+        CHECK(y.dtype() == dt);
+        CHECK(y.is_contiguous());
+        CHECK(allclose(y, map_ref(x, c.ref), tol(dt), 10 * tol(dt)));
+      }
+    }
+  }
+}
+
+TEST_CASE("unary gradients (float64), inputs away from kinks and poles, contiguous and strided") {
+  // Values at least 0.2 away from 0 and from clamp's bounds; positive for log/sqrt/rsqrt/pow.
+  const std::vector<double> mixed = {-1.5, -0.7, -0.2, 0.3, 0.9, 1.8, -1.1, 0.45, 1.3, -0.35, 0.25, 2.1};
+  for (const UnaryCase& c : unary_cases()) {
+    CAPTURE(c.name);
+    const bool positive = c.lo > 0;
+    auto make = [&](bool strided) {
+      Tensor v = from_vector(mixed, {3, 4});
+      if (positive) v = abs(v);
+      // The strided input is a transposed view made a leaf.
+      return strided ? v.t().detach().requires_grad_() : v.requires_grad_();
+    };
+    Fn f = [&](const std::vector<Tensor>& in) { return c.op(in[0]); };
+    CHECK_GRADCHECK(f, {make(false)});
+    CHECK_GRADCHECK(f, {make(true)});
+  }
+  // A view taken inside f: gradients flow back through the slice too.
+  Tensor x = randn64({4, 6}, 7);
+  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return tanh(in[0].slice(1, 1, 6, 2)); }, {x});
+}
+
+TEST_CASE("clamp passes the gradient inside [lo, hi] and blocks it outside; abs'(0) = 0") {
+  Tensor x = from_vector<double>({-2, -0.5, 0, 0.7, 3}).requires_grad_();
+  sum(clamp(x, -0.5, 0.7)).backward();
+  CHECK(allclose(x.grad(), from_vector<double>({0, 1, 1, 1, 0})));
+  Tensor z = from_vector<double>({-1, 0, 2}).requires_grad_();
+  sum(abs(z)).backward();
+  CHECK(allclose(z.grad(), from_vector<double>({-1, 0, 1})));
+}
+
+TEST_CASE("sigmoid, silu and gelu stay finite and exact at large |x|") {
+  for (DType dt : {float32, float64}) {
+    CAPTURE(dtype_name(dt));
+    Tensor x = from_vector<double>({-1000, -100, 100, 1000}).to(dt);
+    CHECK(allclose(sigmoid(x), from_vector<double>({0, sigmoid_ref(-100), 1, 1}), 1e-30, 1e-7));
+    CHECK(allclose(silu(x), from_vector<double>({0, 0, 100, 1000}), 1e-30, 1e-7));
+    CHECK(gelu(x).to_vector() == std::vector<double>{-0.0, -0.0, 100, 1000});
+    CHECK(gelu(x, GeluApprox::Tanh).to_vector() == std::vector<double>{-0.0, -0.0, 100, 1000});
+    // The derivatives: 0 far left, 1 far right, never NaN (x^2 overflows float32 at 1e20).
+    Tensor big = from_vector<double>({-1e20, -1000, 1000, 1e20}).to(dt).requires_grad_();
+    const std::vector<double> expect = {0, 0, 1, 1};
+    for (int form = 0; form < 4; ++form) {
+      big.zero_grad();
+      Tensor y = form == 0   ? gelu(big)
+                 : form == 1 ? gelu(big, GeluApprox::Tanh)
+                 : form == 2 ? silu(big)
+                             : sigmoid(big);
+      sum(y).backward();
+      CAPTURE(form);
+      CHECK(big.grad().to_vector() == (form == 3 ? std::vector<double>{0, 0, 0, 0} : expect));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// binary
+
+struct BinaryCase {
+  const char* name;
+  std::function<Tensor(const Tensor&, const Tensor&)> op;
+  std::function<double(double, double)> ref;
+};
+
+static std::vector<BinaryCase> binary_cases() {
+  return {
+      {"add", [](const Tensor& a, const Tensor& b) { return a + b; }, [](double a, double b) { return a + b; }},
+      {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }, [](double a, double b) { return a - b; }},
+      {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }, [](double a, double b) { return a * b; }},
+      {"div", [](const Tensor& a, const Tensor& b) { return a / b; }, [](double a, double b) { return a / b; }},
+      {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); },
+       [](double a, double b) { return std::pow(a, b); }},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); },
+       [](double a, double b) { return std::max(a, b); }},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); },
+       [](double a, double b) { return std::min(a, b); }},
+  };
+}
+
+TEST_CASE("binary ops broadcast and match plain loops, for every layout and a scalar operand") {
+  for (DType dt : {float32, float64}) {
+    // Positive operands keep div and pow well defined; pairs of (a, b) with different layouts.
+    const std::vector<std::pair<Tensor, Tensor>> pairs = {
+        {uniform({3, 1, 4}, 0.5, 2, dt, 1), uniform({2, 4}, 0.5, 2, dt, 2)},            // broadcast both ways
+        {uniform({4, 3}, 0.5, 2, dt, 3).t(), uniform({3, 8}, 0.5, 2, dt, 4).slice(1, 1, 8, 2)},  // strided
+        {uniform({2, 3}, 0.5, 2, dt, 5), scalar(1.5, dt)},                                  // 0-d operand
+        {scalar(0.75, dt), uniform({2, 3}, 0.5, 2, dt, 6)},
+        {uniform({300, 200}, 0.5, 2, dt, 7), uniform({200}, 0.5, 2, dt, 8)},              // big: OpenMP rows
+        {uniform({70000}, 0.5, 2, dt, 9), uniform({70000}, 0.5, 2, dt, 10)},             // big: one long run
+    };
+    for (const BinaryCase& c : binary_cases()) {
+      for (const auto& [a, b] : pairs) {
+        CAPTURE(c.name);
+        CAPTURE(dtype_name(dt));
+        Tensor y = c.op(a, b);
+        CHECK(y.dtype() == dt);
+        CHECK(allclose(y, map_ref(a, b, c.ref), tol(dt), 10 * tol(dt)));
+      }
+    }
+  }
+}
+
+TEST_CASE("scalar operators take the tensor's dtype") {
+  Tensor x = from_vector<float>({1, 2, 4});
+  CHECK((x + 1.0).to_vector() == std::vector<double>{2, 3, 5});
+  CHECK((x - 1.0).to_vector() == std::vector<double>{0, 1, 3});
+  CHECK((x * 2.0).to_vector() == std::vector<double>{2, 4, 8});
+  CHECK((x / 2.0).to_vector() == std::vector<double>{0.5, 1, 2});
+  CHECK((1.0 + x).to_vector() == std::vector<double>{2, 3, 5});
+  CHECK((1.0 - x).to_vector() == std::vector<double>{0, -1, -3});
+  CHECK((2.0 * x).to_vector() == std::vector<double>{2, 4, 8});
+  CHECK((8.0 / x).to_vector() == std::vector<double>{8, 4, 2});
+  CHECK((x * 2.0).dtype() == float32);
+  CHECK((arange(3) * 2.0).dtype() == int64);
+}
+
+TEST_CASE("binary gradients (float64): broadcast, scalar operand, non-contiguous") {
+  // Inside f the raw inputs are mapped so that div's divisor and pow's base are positive.
+  auto wrap = [](const BinaryCase& c) -> Fn {
+    const std::string n = c.name;
+    return [c, n](const std::vector<Tensor>& in) {
+      Tensor a = in[0], b = in[1];
+      if (n == "pow") a = exp(a);
+      if (n == "div") b = exp(b);
+      return c.op(a, b);
+    };
+  };
+  for (const BinaryCase& c : binary_cases()) {
+    CAPTURE(c.name);
+    Fn f = wrap(c);
+    CHECK_GRADCHECK(f, {randn64({3, 1, 4}, 1), randn64({2, 4}, 2)});
+    CHECK_GRADCHECK(f, {randn64({2, 4}, 3), randn64({}, 4)});  // a 0-d operand gets a summed gradient
+    CHECK_GRADCHECK(f, {randn64({}, 5), randn64({3, 2}, 6)});
+    Tensor at = randn64({4, 3}, 7, false).t().detach().requires_grad_();
+    Tensor bs = randn64({3, 8}, 8, false).slice(1, 0, 8, 2).detach().requires_grad_();
+    CHECK_GRADCHECK(f, {at, bs});
+    CHECK_GRADCHECK(f, {randn64({2, 3}, 9), randn64({2, 3}, 10, false)});  // only a needs grad
+  }
+  // An int64 operand is converted to the float one and gets no gradient.
+  Tensor k = from_vector<int64_t>({1, -2, 3});
+  CHECK_GRADCHECK([k](const std::vector<Tensor>& in) { return in[0] * k; }, {randn64({2, 3}, 11)});
+}
+
+TEST_CASE("pow's exponent gradient is log(a) * a^b where a > 0 and 0 at a = 0") {
+  Tensor a = from_vector<double>({0, 2}).requires_grad_();
+  Tensor b = from_vector<double>({2, 3}).requires_grad_();
+  sum(pow(a, b)).backward();
+  CHECK(allclose(a.grad(), from_vector<double>({0, 12})));
+  CHECK(allclose(b.grad(), from_vector<double>({0, 8 * std::log(2.0)})));
+}
+
+TEST_CASE("maximum/minimum send the gradient to the winner and split ties half/half") {
+  Tensor a = from_vector<double>({1, 5, 3}).requires_grad_();
+  Tensor b = from_vector<double>({2, 4, 3}).requires_grad_();
+  sum(maximum(a, b)).backward();
+  CHECK(a.grad().to_vector() == std::vector<double>{0, 1, 0.5});
+  CHECK(b.grad().to_vector() == std::vector<double>{1, 0, 0.5});
+  a.zero_grad();
+  b.zero_grad();
+  sum(minimum(a, b)).backward();
+  CHECK(a.grad().to_vector() == std::vector<double>{1, 0, 0.5});
+  CHECK(b.grad().to_vector() == std::vector<double>{0, 1, 0.5});
+  // NaN propagates through both.
+  Tensor n = from_vector<double>({NAN, 1});
+  Tensor o = from_vector<double>({0, NAN});
+  for (const Tensor& r : {maximum(n, o), minimum(n, o), maximum(o, n)}) {
+    auto v = r.to_vector();
+    CHECK((std::isnan(v[0]) && std::isnan(v[1])));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// integers and dtype rules
+
+TEST_CASE("integer arithmetic, promotion and conversion to the floating operand") {
+  Tensor i = from_vector<int64_t>({-3, 0, 5});
+  Tensor j = from_vector<int64_t>({2, 2, -7});
+  CHECK((i + j).to_vector() == std::vector<double>{-1, 2, -2});
+  CHECK((i - j).to_vector() == std::vector<double>{-5, -2, 12});
+  CHECK((i * j).to_vector() == std::vector<double>{-6, 0, -35});
+  CHECK(maximum(i, j).to_vector() == std::vector<double>{2, 2, 5});
+  CHECK(minimum(i, j).to_vector() == std::vector<double>{-3, 0, -7});
+  CHECK((i + j).dtype() == int64);
+  CHECK(neg(i).to_vector() == std::vector<double>{3, 0, -5});
+  CHECK(abs(i).to_vector() == std::vector<double>{3, 0, 5});
+  CHECK(relu(i).to_vector() == std::vector<double>{0, 0, 5});
+  CHECK(clamp(i, -1, 2).to_vector() == std::vector<double>{-1, 0, 2});
+  CHECK(clamp(i, -INFINITY, 1).to_vector() == std::vector<double>{-3, 0, 1});  // infinite bound saturates
+  Tensor u = from_vector<uint8_t>({200, 3, 7});
+  CHECK((u + i).dtype() == int64);  // uint8 < int64
+  CHECK((u + i).to_vector() == std::vector<double>{197, 3, 12});
+  CHECK((u + u).dtype() == uint8);
+  Tensor f = from_vector<float>({0.5, 0.25, 2});
+  Tensor fi = f * i;  // int64 operand converted to float32
+  CHECK(fi.dtype() == float32);
+  CHECK(fi.to_vector() == std::vector<double>{-1.5, 0, 10});
+  CHECK((i / from_vector<double>({2, 1, 4})).to_vector() == std::vector<double>{-1.5, 0, 1.25});
+}
+
+// ---------------------------------------------------------------------------------------------
+// comparisons, where, tril/triu
+
+TEST_CASE("comparisons broadcast, return bool, and record nothing") {
+  Tensor a = from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
+  Tensor b = from_vector<double>({2, 2, 7}, {3});
+  const std::vector<std::pair<std::function<Tensor(const Tensor&, const Tensor&)>, std::function<bool(double, double)>>>
+      cases = {{eq, std::equal_to<double>()}, {ne, std::not_equal_to<double>()}, {lt, std::less<double>()},
+               {le, std::less_equal<double>()}, {gt, std::greater<double>()}, {ge, std::greater_equal<double>()}};
+  for (const auto& [op, ref] : cases) {
+    Tensor r = op(a, b);
+    CHECK(r.dtype() == boolean);
+    CHECK_FALSE(r.requires_grad());
+    CHECK(allclose(r, map_ref(a.detach(), b, [&](double x, double y) { return double(ref(x, y)); })));
+  }
+  // Mixed dtypes compare by value; bools compare too; the float32 path on a transposed view.
+  CHECK(lt(from_vector<int64_t>({1, 2}), from_vector<float>({1.5, 1.5})).to_vector() == std::vector<double>{1, 0});
+  Tensor m = gt(a.detach(), scalar(3.0, float64));
+  CHECK(eq(m, m).to_vector() == std::vector<double>(6, 1));
+  Tensor t = from_vector<float>({1, 2, 3, 4}, {2, 2}).t();
+  CHECK(ge(t, scalar(2.0)).to_vector() == std::vector<double>{0, 1, 1, 1});
+}
+
+TEST_CASE("where: forward with broadcasting, gradients to a and b only") {
+  Tensor cond = from_vector<double>({1, 0, 1}, {3, 1}).to(boolean);
+  Tensor a = uniform({3, 4}, -1, 1, float64, 1);
+  Tensor b = scalar(7.0, float64);
+  Tensor expect = map_ref(a, cond.to(float64), [](double x, double c) { return c != 0 ? x : 7.0; });
+  CHECK(allclose(where(cond, a, b), expect));
+  CHECK(allclose(where(cond, a.to(float32), scalar(7.0)), expect, 1e-6));
+  // Non-contiguous cond (a transposed view) and int64 operands.
+  Tensor ct = from_vector<double>({1, 1, 0, 1}, {2, 2}).to(boolean).t();  // [[1, 0], [1, 1]]
+  CHECK(where(ct, arange(4).view({2, 2}), scalar(-1, int64)).to_vector() == std::vector<double>{0, -1, 2, 3});
+  Fn f = [cond](const std::vector<Tensor>& in) { return where(cond, in[0], in[1]); };
+  CHECK_GRADCHECK(f, {randn64({3, 4}, 2), randn64({}, 3)});
+  CHECK_GRADCHECK(f, {randn64({4}, 4), randn64({2, 3, 1}, 5)});
+  Tensor x = randn64({3, 4}, 6);
+  sum(where(cond, x, b)).backward();
+  CHECK(x.grad().to_vector() == std::vector<double>{1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1});
+}
+
+TEST_CASE("tril/triu zero the right triangle of the last two dims, with their gradients") {
+  Tensor x = uniform({2, 3, 4}, -1, 1, float64, 1);
+  std::vector<double> v = x.to_vector();
+  for (int64_t k : {-1, 0, 1, 2}) {
+    std::vector<double> lo(v.size()), up(v.size());
+    for (int64_t i = 0; i < 24; ++i) {
+      int64_t r = (i / 4) % 3, c = i % 4;
+      lo[i] = c <= r + k ? v[i] : 0;
+      up[i] = c >= r + k ? v[i] : 0;
+    }
+    CAPTURE(k);
+    CHECK(tril(x, k).to_vector() == lo);
+    CHECK(triu(x, k).to_vector() == up);
+  }
+  Fn f = [](const std::vector<Tensor>& in) { return tril(in[0], 1) + triu(in[0].transpose(1, 2), -1) * 2.0; };
+  CHECK_GRADCHECK(f, {randn64({2, 3, 3}, 2)});
+}
+
+// ---------------------------------------------------------------------------------------------
+// errors
+
+TEST_CASE("bad inputs throw a linea::Error naming the op") {
+  Tensor a = zeros({2, 3});
+  CHECK_THROWS_WITH_AS(add(a, zeros({4})), doctest::Contains("[add]"), Error);
+  CHECK_THROWS_WITH_AS(where(zeros({2}, boolean), a, zeros({3, 3})), doctest::Contains("[where]"), Error);
+  CHECK_THROWS_WITH_AS(where(zeros({2, 3}), a, a), doctest::Contains("must be bool"), Error);
+  // Two floating dtypes never mix silently; the message names both.
+  CHECK_THROWS_WITH_AS(mul(a, zeros({2, 3}, float64)), doctest::Contains("float32 and float64"), Error);
+  CHECK_THROWS_WITH_AS(a + zeros({3}, float64), doctest::Contains("[add]"), Error);
+  CHECK_THROWS_WITH_AS(lt(a, zeros({3}, float64)), doctest::Contains("[lt]"), Error);
+  // Float-only ops refuse integers and bools clearly.
+  Tensor i = arange(3);
+  CHECK_THROWS_WITH_AS(exp(i), doctest::Contains("[exp] expected a floating dtype"), Error);
+  CHECK_THROWS_WITH_AS(gelu(i), doctest::Contains("[gelu]"), Error);
+  CHECK_THROWS_WITH_AS(pow(i, 2.0), doctest::Contains("[pow]"), Error);
+  CHECK_THROWS_WITH_AS(i / i, doctest::Contains("[div]"), Error);
+  CHECK_THROWS_WITH_AS(pow(i, i), doctest::Contains("[pow]"), Error);
+  Tensor m = ones({3}, boolean);
+  CHECK_THROWS_WITH_AS(m + m, doctest::Contains("[add]"), Error);
+  CHECK_THROWS_WITH_AS(neg(m), doctest::Contains("[neg]"), Error);
+  CHECK_THROWS_WITH_AS(m.requires_grad_(), doctest::Contains("floating"), Error);
+  CHECK_THROWS_WITH_AS(clamp(a, 1, 0), doctest::Contains("[clamp]"), Error);
+  CHECK_THROWS_WITH_AS(tril(zeros({3})), doctest::Contains("[tril]"), Error);
+  CHECK_THROWS_WITH_AS(triu(zeros({3})), doctest::Contains("[triu]"), Error);
+  // The kernel checks its own contract too (a direct call with a mismatched out).
+  CHECK_THROWS_AS(backend(Device::cpu()).binary(BinaryOp::Add, a, a, zeros({3, 2})), Error);
+  CHECK_THROWS_AS(backend(Device::cpu()).unary(UnaryOp::Exp, i, empty({3}, int64)), Error);
+}
