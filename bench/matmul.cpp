@@ -1,0 +1,123 @@
+// linea::matmul against a direct cblas_sgemm call on the same OpenBLAS: the overhead of the op
+// layer (checks, expand, output allocation) should vanish for all but tiny matrices.
+//
+// Prints which OpenBLAS is loaded and how it threads, then GFLOP/s (median of N timed runs after
+// warm-up) for square float32 products, a batched product, and the 1024 product at 1 and 2
+// OpenMP threads. Usage: bench_matmul [runs]   (OMP_NUM_THREADS sets the threads of the main table)
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <linea/linea.h>
+
+using namespace linea;
+
+namespace {
+
+double seconds(const std::function<void()>& f) {
+  auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median wall times of `runs` calls of f and of g, after two untimed warm-up calls of each. The
+// calls alternate, so a change in machine load hits both sides alike.
+std::pair<double, double> median_seconds(int runs, const std::function<void()>& f, const std::function<void()>& g) {
+  for (int i = 0; i < 2; ++i) f(), g();
+  std::vector<double> tf, tg;
+  for (int i = 0; i < runs; ++i) {
+    tf.push_back(seconds(f));
+    tg.push_back(seconds(g));
+  }
+  return {median(tf), median(tg)};
+}
+
+// The path of the libopenblas this process actually mapped (what the dynamic linker picked).
+std::string loaded_openblas() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);)
+    if (auto p = line.find('/'); p != std::string::npos && line.find("libopenblas") != std::string::npos)
+      return line.substr(p);
+  return "(not found in /proc/self/maps)";
+}
+
+bool same_values(const Tensor& x, const Tensor& y) {
+  auto a = x.to_vector(), b = y.to_vector();
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::abs(a[i] - b[i]) > 1e-3 * (1 + std::abs(b[i]))) return false;
+  return true;
+}
+
+struct Result {
+  double linea_gflops, direct_gflops;
+};
+
+// [batch, n, n] @ [batch, n, n] float32 (batch 0 means plain 2-d), linea vs direct cblas_sgemm
+// (one call per batch, each free to use every BLAS thread).
+Result compare(int64_t batch, int64_t n, int runs) {
+  Generator g(42);
+  Shape s = batch ? Shape{batch, n, n} : Shape{n, n};
+  Tensor a = randn(s, g), b = randn(s, g);
+  Tensor c = empty(s);
+  const float *pa = a.data<float>(), *pb = b.data<float>();
+  float* pc = c.data<float>();
+  const int64_t nb = std::max<int64_t>(batch, 1);
+  const double flops = 2.0 * nb * n * n * n;
+
+  auto [t_linea, t_direct] = median_seconds(
+      runs, [&] { Tensor out = matmul(a, b); },
+      [&] {
+        for (int64_t i = 0; i < nb; ++i)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, pa + i * n * n, n, pb + i * n * n,
+                      n, 0.0f, pc + i * n * n, n);
+      });
+  // Same numbers from both paths, so the comparison is fair.
+  LINEA_CHECK(same_values(matmul(a, b), c), "[bench] linea and direct results differ");
+  return {flops / t_linea / 1e9, flops / t_direct / 1e9};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int runs = argc > 1 ? std::atoi(argv[1]) : 10;
+  const int par = openblas_get_parallel();
+  std::printf("OpenBLAS loaded: %s\n", loaded_openblas().c_str());
+  std::printf("openblas_get_config(): %s\n", openblas_get_config());
+  std::printf("openblas_get_parallel(): %d (%s)\n", par,
+              par == 2 ? "OpenMP: shares linea's libgomp pool" : par == 1 ? "pthreads: its own thread pool" : "serial");
+  std::printf("omp_get_max_threads(): %d   openblas_get_num_threads(): %d   runs per point: %d (median)\n\n",
+              omp_get_max_threads(), openblas_get_num_threads(), runs);
+
+  std::printf("%-22s %12s %12s %8s\n", "float32 matmul", "linea GF/s", "direct GF/s", "ratio");
+  auto row = [&](const char* name, Result r) {
+    std::printf("%-22s %12.1f %12.1f %8.3f\n", name, r.linea_gflops, r.direct_gflops, r.linea_gflops / r.direct_gflops);
+  };
+  for (int64_t n : {256, 512, 1024, 2048}) {
+    const int r = n >= 2048 ? std::max(3, runs / 2) : runs;
+    row(fmt::format("{0}x{0} @ {0}x{0}", n).c_str(), compare(0, n, r));
+  }
+  row("[32,256,256] batched", compare(32, 256, runs));
+
+  std::printf("\nthreads (omp_set_num_threads; OpenMP OpenBLAS follows it), 1024x1024:\n");
+  const int max_threads = omp_get_max_threads();
+  for (int t : {1, 2}) {
+    omp_set_num_threads(t);
+    row(fmt::format("  {} thread{}", t, t > 1 ? "s" : "").c_str(), compare(0, 1024, runs));
+  }
+  omp_set_num_threads(max_threads);
+  return 0;
+}
