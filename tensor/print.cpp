@@ -36,8 +36,9 @@ Tensor shown_part(Tensor t, std::vector<bool>& cut, bool summarize) {
     Shape shape = t.shape();
     shape[d] = 2 * kEdgeItems;
     Tensor out = empty(shape, t.dtype(), t.device());
-    backend(t.device()).copy(narrow_view(t, d, 0, kEdgeItems), narrow_view(out, d, 0, kEdgeItems));
-    backend(t.device()).copy(narrow_view(t, d, n - kEdgeItems, kEdgeItems), narrow_view(out, d, kEdgeItems, kEdgeItems));
+    Backend& be = backend(t.device());
+    be.copy(narrow_view(t, d, 0, kEdgeItems), narrow_view(out, d, 0, kEdgeItems));
+    be.copy(narrow_view(t, d, n - kEdgeItems, kEdgeItems), narrow_view(out, d, kEdgeItems, kEdgeItems));
     cut[d] = true;
     t = out;
   }
@@ -111,8 +112,10 @@ struct Layout {
       }
       const int64_t per_line = std::max<int64_t>(1, (kLineWidth - indent) / (format.width() + 2));
       std::vector<std::string> lines;
-      for (size_t i = 0; i < parts.size(); i += per_line)
-        lines.push_back(join(std::vector<std::string>(parts.begin() + i, parts.begin() + std::min(parts.size(), i + per_line)), ", "));
+      for (size_t i = 0; i < parts.size(); i += per_line) {
+        auto first = parts.begin() + i, last = parts.begin() + std::min(parts.size(), i + per_line);
+        lines.push_back(join(std::vector<std::string>(first, last), ", "));
+      }
       return "[" + join(lines, ",\n" + std::string(indent + 1, ' ')) + "]";
     }
     const int64_t inner = stride / n;

@@ -110,7 +110,8 @@ TEST_CASE("npy: broken files are clear errors naming the file") {
     CHECK_THROWS_WITH_AS(load_npy(path), doctest::Contains(path.c_str()), Error);
     CHECK_THROWS_WITH_AS(load_npy(path), doctest::Contains(why), Error);
   };
-  const std::string good = npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }", std::string(32, '\0'));
+  const std::string good =
+      npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }", std::string(32, '\0'));
 
   check_bad("", "not a .npy file");
   check_bad("hello world, not numpy", "not a .npy file");
@@ -139,7 +140,8 @@ TEST_CASE("npy: broken files are clear errors naming the file") {
   CHECK_THROWS_WITH_AS(save_npy(path, Tensor()), doctest::Contains("undefined"), Error);
 
   // Bool bytes other than 0/1 read as true.
-  write_bytes(path, npy_bytes("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", std::string("\x00\x01\x05", 3)));
+  write_bytes(path,
+              npy_bytes("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", std::string("\x00\x01\x05", 3)));
   CHECK(load_npy(path).to_vector() == std::vector<double>{0, 1, 1});
 }
 
@@ -158,7 +160,8 @@ TEST_CASE("npy: numpy reads what linea writes, linea reads what numpy writes") {
   for (int64_t i = 0; i < 24; ++i) CHECK(a.to_vector()[i] == i / 8.0);
 
   for (const char* np_type : {"int64", "bool", "uint8", "float64"}) {
-    REQUIRE(python(fmt::format("import numpy as np; np.save('{}', (np.arange(6) % 3).astype(np.{}))", from_np, np_type)) == 0);
+    REQUIRE(python(fmt::format("import numpy as np; np.save('{}', (np.arange(6) % 3).astype(np.{}))", from_np,
+                               np_type)) == 0);
     const double two = std::string(np_type) == "bool" ? 1 : 2;  // bool(2) is true
     CHECK(load_npy(from_np).to_vector() == std::vector<double>{0, 1, two, 0, 1, two});
   }
@@ -178,8 +181,9 @@ TEST_CASE("npy: numpy reads what linea writes, linea reads what numpy writes") {
                            "assert a.dtype == np.bool_ and a.tolist() == [[True, False], [True, True]], a",
                            to_np)) == 0);
   save_npy(to_np, scalar(-3, int64));
-  CHECK(python(fmt::format("import numpy as np; a = np.load('{}'); assert a.dtype == np.int64 and a.shape == () and a == -3",
-                           to_np)) == 0);
+  CHECK(python(fmt::format(
+            "import numpy as np; a = np.load('{}'); assert a.dtype == np.int64 and a.shape == () and a == -3",
+            to_np)) == 0);
 }
 
 TEST_CASE("printing: PyTorch's layout") {
@@ -194,7 +198,8 @@ TEST_CASE("printing: PyTorch's layout") {
         "        [ True,  True]])");
   CHECK(fmt::format("{}", scalar(3.5)) == "tensor(3.5000)");
   CHECK(fmt::format("{}", ones({2}).requires_grad_()) == "tensor([1., 1.], requires_grad=True)");
-  CHECK(fmt::format("{}", from_vector(std::vector<float>{-1.5f, NAN, INFINITY})) == "tensor([-1.5000,     nan,     inf])");
+  CHECK(fmt::format("{}", from_vector(std::vector<float>{-1.5f, NAN, INFINITY})) ==
+        "tensor([-1.5000,     nan,     inf])");
   CHECK(fmt::format("{}", zeros({3})) == "tensor([0., 0., 0.])");
   // Values spanning more than 1000x switch to scientific notation.
   CHECK(fmt::format("{}", from_vector(std::vector<double>{1e-5, 1.0})) ==
