@@ -1,0 +1,60 @@
+// Internals shared by the two halves of MHLA: mhla.cpp (public entry points, validation, the
+// non-causal fused op and composite) and mhla_causal.cpp (the causal chunkwise forms).
+// Not part of the public API (not in linea.h).
+#pragma once
+#include "linea/autograd/ops_elementwise.h"
+#include "linea/autograd/ops_index.h"
+#include "linea/nn/functional/attention.h"
+#include "linea/tensor/backend.h"
+#include "linea/tensor/creation.h"
+
+namespace linea::nn::functional::detail {
+
+// Causal MHLA (spec §3, §5.3). The public mhla()/mhla_composite() validate q, k, v, mix and opts
+// and then call these, so they may assume: q, k [B,H,N,d], v [B,H,N,dv], one floating dtype, one
+// device, block_len > 0, mix [M,M] with M = ceil(N / block_len).
+Tensor mhla_causal(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& opts);
+Tensor mhla_causal_composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
+                             const MHLAOptions& opts);
+
+// φ(x) from public differentiable ops, so the composite forms get its gradient from autograd and
+// the fused forwards (which run without recording) use the same code.
+// elu(x) + 1 = relu(x) + exp(-relu(-x)): x + 1 for x > 0, e^x for x <= 0, and exp never sees a
+// positive argument (no overflow for large x).
+inline Tensor feature_map(const Tensor& x, FeatureMap fm, double eps) {
+  switch (fm) {
+    case FeatureMap::ReluEps: return relu(x) + eps;
+    case FeatureMap::Elu1: return relu(x) + exp(-relu(-x));
+    case FeatureMap::Relu: return relu(x);
+    case FeatureMap::Identity: return x;
+  }
+  throw Error("[mhla] unknown feature map");
+}
+
+// dL/dx = dL/dφ · φ'(x) for the hand-written backwards (no graph is recorded from here):
+// φ' = 1[x > 0] for relu(+eps); 1 for x > 0 and e^x for x <= 0 (= exp(-relu(-x))) for elu+1.
+inline Tensor feature_map_backward(const Tensor& dphi, const Tensor& x, FeatureMap fm) {
+  switch (fm) {
+    case FeatureMap::ReluEps:
+    case FeatureMap::Relu: {
+      Tensor mask = empty(x.shape(), x.dtype(), x.device());
+      backend(x.device()).unary(UnaryOp::ReluGrad, x, mask);
+      return dphi * mask;
+    }
+    case FeatureMap::Elu1: return dphi * exp(-relu(-x));
+    case FeatureMap::Identity: return dphi;
+  }
+  throw Error("[mhla] unknown feature map");
+}
+
+// Zero rows appended along the token axis (dim 2) up to `rows`: [B,H,N,c] -> [B,H,rows,c]
+// (differentiable; returns x itself when nothing is missing). Pad AFTER φ: φ(0) = eps ≠ 0 for
+// ReluEps, and padded keys must contribute nothing to the summaries.
+inline Tensor pad_tokens(const Tensor& x, int64_t rows) {
+  const int64_t n = x.size(2);
+  if (rows == n) return x;
+  Tensor pad = zeros({x.size(0), x.size(1), rows - n, x.size(3)}, Options(x.dtype(), x.device()));
+  return cat({x, pad}, 2);
+}
+
+}  // namespace linea::nn::functional::detail
