@@ -59,6 +59,22 @@ class Backend {
   // Given y = softmax(x) (or log_softmax) and dy, write dx (all contiguous, same shape).
   virtual void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, bool log) = 0;
 
+  // ---- normalisation over the last dim (x contiguous, read as [rows, n]) ----
+  // LayerNorm: out = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps) (population
+  // variance). weight and bias ([n], contiguous) may each be undefined (no affine part). mean and
+  // rstd ([rows], x's dtype) are written for the backward.
+  virtual void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                                 const Tensor& out, const Tensor& mean, const Tensor& rstd) = 0;
+  // Writes dx, and dweight / dbias (sums over rows) where they are defined.
+  virtual void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                  const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                                  const Tensor& dbias) = 0;
+  // RMSNorm: out = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps); weight may be undefined.
+  virtual void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& out,
+                               const Tensor& rstd) = 0;
+  virtual void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                const Tensor& dx, const Tensor& dweight) = 0;
+
   // ---- matrix multiply ----
   // a: [batch, M, K], b: [batch, K, N], out: [batch, M, N] contiguous. a and b may be any
   // strided views whose last two dims are row- or column-major (transposes are passed to BLAS,

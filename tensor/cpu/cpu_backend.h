@@ -1,5 +1,5 @@
 // The CPU implementation of the kernel interface. Its methods are spread over one file per kernel
-// family: cpu_memory.cpp (allocate/copy/fill), cpu_elementwise.cpp, cpu_reduce.cpp,
+// family: cpu_memory.cpp (allocate/copy/fill), cpu_elementwise.cpp, cpu_reduce.cpp, cpu_norm.cpp,
 // cpu_matmul.cpp (OpenBLAS), cpu_index.cpp.
 #pragma once
 #include "linea/tensor/backend.h"
@@ -21,6 +21,15 @@ class CpuBackend final : public Backend {
   void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) override;
   void softmax(const Tensor& x, const Tensor& out, bool log) override;
   void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, bool log) override;
+
+  void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
+                         const Tensor& mean, const Tensor& rstd) override;
+  void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                          const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) override;
+  void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& out,
+                       const Tensor& rstd) override;
+  void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                        const Tensor& dx, const Tensor& dweight) override;
 
   void gemm(const Tensor& a, const Tensor& b, const Tensor& out) override;
 

@@ -1,0 +1,177 @@
+// LayerNorm and RMSNorm over the last dim, forward and backward, as fused row kernels.
+//
+// One template serves both: RMSNorm is LayerNorm without the centring (mean = 0) and without a
+// bias. Each row of x is read as [rows, n]; a row fits in L1, so the forward reads it three times
+// (sum, sum of squared deviations, write) rather than using one-pass E[x^2] - E[x]^2, which
+// cancels catastrophically for rows like 1e4 + small noise. All sums are in double.
+//
+// Backward (as in llm.c's layernorm_backward), with xhat = (x - mean) * rstd and g = dy * weight:
+//   dx      = rstd * (g - mean(g) - xhat * mean(g * xhat))     (RMSNorm: no mean(g) term)
+//   dweight = Σ_rows dy * xhat,   dbias = Σ_rows dy
+// dweight/dbias sum over rows, so each thread accumulates its own partial row of sums and the
+// partials are added at the end: no atomics, and the same thread count gives the same bits.
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+#include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/cpu/strided.h"
+
+namespace linea::cpu {
+
+namespace {
+
+void check_operand(std::string_view op, const char* what, const Tensor& t, const Tensor& x, Shape shape) {
+  if (!t.defined()) return;
+  LINEA_CHECK(t.is_contiguous() && t.shape() == shape && t.dtype() == x.dtype(),
+              "[{}] {} must be contiguous {} {}, got {} {} (contiguous: {})", op, what, shape_str(shape), x.dtype(),
+              shape_str(t.shape()), t.dtype(), t.is_contiguous());
+}
+
+// Rows and row length of x, after checking every operand against x.
+std::pair<int64_t, int64_t> row_geometry(std::string_view op, const Tensor& x,
+                                         std::initializer_list<std::pair<const char*, const Tensor*>> rowwise,
+                                         std::initializer_list<std::pair<const char*, const Tensor*>> per_row,
+                                         std::initializer_list<std::pair<const char*, const Tensor*>> per_feature) {
+  LINEA_CHECK(x.is_contiguous() && x.dim() >= 1, "[{}] x must be contiguous with at least 1 dim, got {}", op,
+              shape_str(x.shape()));
+  const int64_t n = x.shape().back(), rows = n == 0 ? 0 : x.numel() / n;
+  for (auto [what, t] : rowwise) check_operand(op, what, *t, x, x.shape());
+  for (auto [what, t] : per_row) check_operand(op, what, *t, x, {rows});
+  for (auto [what, t] : per_feature) check_operand(op, what, *t, x, {n});
+  return {rows, n};
+}
+
+template <class T, bool Center>
+void norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
+                  const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t n) {
+  const T* xp = x.data<T>();
+  const T* w = weight.defined() ? weight.data<T>() : nullptr;
+  const T* b = bias.defined() ? bias.data<T>() : nullptr;
+  T* yp = out.data<T>();
+  T* mp = Center ? mean.data<T>() : nullptr;
+  T* rp = rstd.data<T>();
+#pragma omp parallel for schedule(static) if (rows * n > kParallelGrain && rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = xp + r * n;
+    T* yr = yp + r * n;
+    double m = 0;
+    if constexpr (Center) {
+      for (int64_t j = 0; j < n; ++j) m += xr[j];
+      m /= static_cast<double>(n);
+    }
+    double v = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double d = xr[j] - m;
+      v += d * d;
+    }
+    // A constant row has v = 0: rstd = 1/sqrt(eps) stays finite and xhat is exactly 0.
+    const double rs = 1.0 / std::sqrt(v / static_cast<double>(n) + eps);
+    for (int64_t j = 0; j < n; ++j) {
+      double y = (xr[j] - m) * rs;
+      if (w) y *= w[j];
+      if (b) y += b[j];
+      yr[j] = static_cast<T>(y);
+    }
+    if constexpr (Center) mp[r] = static_cast<T>(m);
+    rp[r] = static_cast<T>(rs);
+  }
+}
+
+template <class T, bool Center>
+void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                   const Tensor& dx, const Tensor& dweight, const Tensor& dbias, int64_t rows, int64_t n) {
+  const T *gp = dy.data<T>(), *xp = x.data<T>();
+  const T* w = weight.defined() ? weight.data<T>() : nullptr;
+  const T* mp = Center ? mean.data<T>() : nullptr;
+  const T* rp = rstd.data<T>();
+  T* dxp = dx.data<T>();
+  const bool want_w = dweight.defined(), want_b = dbias.defined();
+  const bool parallel = rows * n > kParallelGrain && rows > 1;
+  const int nthreads = parallel ? omp_get_max_threads() : 1;
+  // Per-thread partial sums: [thread][dweight n | dbias n].
+  std::vector<double> part((want_w || want_b) ? static_cast<size_t>(nthreads) * 2 * n : 0, 0.0);
+#pragma omp parallel num_threads(nthreads) if (parallel)
+  {
+    double* pw = part.empty() ? nullptr : part.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * n;
+    double* pb = pw ? pw + n : nullptr;
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *gr = gp + r * n, *xr = xp + r * n;
+      T* dr = dxp + r * n;
+      const double m = Center ? static_cast<double>(mp[r]) : 0.0, rs = rp[r];
+      double sum_g = 0, sum_gx = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const double xhat = (xr[j] - m) * rs;
+        const double g = w ? static_cast<double>(gr[j]) * w[j] : static_cast<double>(gr[j]);
+        sum_g += g;
+        sum_gx += g * xhat;
+        if (want_w) pw[j] += gr[j] * xhat;
+        if (want_b) pb[j] += gr[j];
+      }
+      const double mean_g = Center ? sum_g / static_cast<double>(n) : 0.0;
+      const double mean_gx = sum_gx / static_cast<double>(n);
+      for (int64_t j = 0; j < n; ++j) {
+        const double xhat = (xr[j] - m) * rs;
+        const double g = w ? static_cast<double>(gr[j]) * w[j] : static_cast<double>(gr[j]);
+        dr[j] = static_cast<T>(rs * (g - mean_g - xhat * mean_gx));
+      }
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    double sw = 0, sb = 0;
+    for (int t = 0; t < nthreads; ++t) {
+      sw += want_w ? part[static_cast<size_t>(t) * 2 * n + j] : 0.0;
+      sb += want_b ? part[static_cast<size_t>(t) * 2 * n + n + j] : 0.0;
+    }
+    if (want_w) dweight.data<T>()[j] = static_cast<T>(sw);
+    if (want_b) dbias.data<T>()[j] = static_cast<T>(sb);
+  }
+}
+
+}  // namespace
+
+void CpuBackend::layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                                   const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  auto [rows, n] = row_geometry("layernorm_forward", x, {{"out", &out}}, {{"mean", &mean}, {"rstd", &rstd}},
+                                {{"weight", &weight}, {"bias", &bias}});
+  LINEA_CHECK(out.defined() && mean.defined() && rstd.defined(), "[layernorm_forward] out, mean, rstd are required");
+  dispatch_floating(x.dtype(), "layernorm_forward", [&]<class T>() {
+    norm_forward<T, true>(x, weight, bias, eps, out, mean, rstd, rows, n);
+  });
+}
+
+void CpuBackend::layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                    const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                                    const Tensor& dbias) {
+  auto [rows, n] =
+      row_geometry("layernorm_backward", x, {{"dy", &dy}, {"dx", &dx}}, {{"mean", &mean}, {"rstd", &rstd}},
+                   {{"weight", &weight}, {"dweight", &dweight}, {"dbias", &dbias}});
+  LINEA_CHECK(dy.defined() && dx.defined() && mean.defined() && rstd.defined(),
+              "[layernorm_backward] dy, dx, mean, rstd are required");
+  dispatch_floating(x.dtype(), "layernorm_backward", [&]<class T>() {
+    norm_backward<T, true>(dy, x, weight, mean, rstd, dx, dweight, dbias, rows, n);
+  });
+}
+
+void CpuBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& out,
+                                 const Tensor& rstd) {
+  auto [rows, n] = row_geometry("rmsnorm_forward", x, {{"out", &out}}, {{"rstd", &rstd}}, {{"weight", &weight}});
+  LINEA_CHECK(out.defined() && rstd.defined(), "[rmsnorm_forward] out and rstd are required");
+  dispatch_floating(x.dtype(), "rmsnorm_forward", [&]<class T>() {
+    norm_forward<T, false>(x, weight, Tensor(), eps, out, Tensor(), rstd, rows, n);
+  });
+}
+
+void CpuBackend::rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                  const Tensor& dx, const Tensor& dweight) {
+  auto [rows, n] = row_geometry("rmsnorm_backward", x, {{"dy", &dy}, {"dx", &dx}}, {{"rstd", &rstd}},
+                                {{"weight", &weight}, {"dweight", &dweight}});
+  LINEA_CHECK(dy.defined() && dx.defined() && rstd.defined(), "[rmsnorm_backward] dy, dx, rstd are required");
+  dispatch_floating(x.dtype(), "rmsnorm_backward", [&]<class T>() {
+    norm_backward<T, false>(dy, x, weight, Tensor(), rstd, dx, dweight, Tensor(), rows, n);
+  });
+}
+
+}  // namespace linea::cpu
