@@ -18,6 +18,7 @@
 #include "linea/autograd/ops_elementwise.h"
 #include "linea/autograd/ops_index.h"
 #include "linea/autograd/ops_matmul.h"
+#include "linea/autograd/ops_norm.h"
 #include "linea/autograd/ops_reduce.h"
 
 #include "linea/cuda/runtime.h"

@@ -1,0 +1,65 @@
+// layer_norm and rms_norm: checks, one fused forward kernel, and the backward beneath it.
+#include "linea/autograd/ops_norm.h"
+
+#include "linea/autograd/function.h"
+#include "linea/tensor/backend.h"
+#include "linea/tensor/creation.h"
+
+namespace linea {
+
+namespace {
+
+void check_norm_inputs(std::string_view op, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  LINEA_CHECK(x.defined() && is_floating(x.dtype()) && x.dim() >= 1,
+              "[{}] x must be a floating tensor with at least 1 dim, got {}", op,
+              x.defined() ? fmt::format("{} {}", shape_str(x.shape()), x.dtype()) : "an undefined tensor");
+  LINEA_CHECK(eps >= 0, "[{}] eps must be >= 0, got {}", op, eps);
+  for (const auto& [what, t] : {std::pair{"weight", &weight}, std::pair{"bias", &bias}}) {
+    if (!t->defined()) continue;
+    LINEA_CHECK(t->shape() == Shape{x.shape().back()} && t->dtype() == x.dtype() && t->device() == x.device(),
+                "[{}] {} must be [{}] {} on {} to match x {}, got {} {} on {}", op, what, x.shape().back(), x.dtype(),
+                x.device().str(), shape_str(x.shape()), shape_str(t->shape()), t->dtype(), t->device().str());
+  }
+}
+
+// The tensor the kernel reads: detached, contiguous; undefined stays undefined.
+Tensor kernel_input(const Tensor& t) { return t.defined() ? t.detach().contiguous() : t; }
+
+// Whether the backward needs this optional parameter's gradient; the kernel skips the undefined.
+bool wants_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  check_norm_inputs("layer_norm", x, weight, bias, eps);
+  Tensor xc = kernel_input(x), w = kernel_input(weight), b = kernel_input(bias);
+  const int64_t n = x.shape().back(), rows = n == 0 ? 0 : x.numel() / n;
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  Tensor mean = empty({rows}, x.dtype(), x.device()), rstd = empty({rows}, x.dtype(), x.device());
+  Backend& be = backend(x.device());
+  be.layernorm_forward(xc, w, b, eps, out, mean, rstd);
+  return autograd::record("layer_norm", out, {x, weight, bias},
+                          [xc, w, b, mean, rstd, gw = wants_grad(weight), gb = wants_grad(bias), &be](const Tensor& g) {
+                            Tensor dx = empty_like(xc), dw = gw ? empty_like(w) : Tensor();
+                            Tensor db = gb ? empty_like(b) : Tensor();
+                            be.layernorm_backward(g.contiguous(), xc, w, mean, rstd, dx, dw, db);
+                            return std::vector<Tensor>{dx, dw, db};
+                          });
+}
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  check_norm_inputs("rms_norm", x, weight, Tensor(), eps);
+  Tensor xc = kernel_input(x), w = kernel_input(weight);
+  const int64_t n = x.shape().back(), rows = n == 0 ? 0 : x.numel() / n;
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  Tensor rstd = empty({rows}, x.dtype(), x.device());
+  Backend& be = backend(x.device());
+  be.rmsnorm_forward(xc, w, eps, out, rstd);
+  return autograd::record("rms_norm", out, {x, weight}, [xc, w, rstd, gw = wants_grad(weight), &be](const Tensor& g) {
+    Tensor dx = empty_like(xc), dw = gw ? empty_like(w) : Tensor();
+    be.rmsnorm_backward(g.contiguous(), xc, w, rstd, dx, dw);
+    return std::vector<Tensor>{dx, dw};
+  });
+}
+
+}  // namespace linea
