@@ -21,4 +21,9 @@
 #include "linea/autograd/ops_norm.h"
 #include "linea/autograd/ops_reduce.h"
 
+#include "linea/nn/embedding.h"
+#include "linea/nn/init.h"
+#include "linea/nn/layers.h"
+#include "linea/nn/norm.h"
+
 #include "linea/cuda/runtime.h"

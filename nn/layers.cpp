@@ -1,0 +1,84 @@
+#include "linea/nn/layers.h"
+
+#include <cmath>
+
+#include "linea/autograd/ops_matmul.h"
+#include "linea/nn/init.h"
+#include "linea/tensor/creation.h"
+
+namespace linea::nn {
+
+// ---- Linear ----
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
+    : Module("Linear"), in_(in_features), out_(out_features) {
+  LINEA_CHECK(in_features > 0 && out_features > 0, "[Linear] in_features {} and out_features {} must be positive",
+              in_features, out_features);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight = register_parameter("weight", uniform_(empty({out_features, in_features}), -bound, bound));
+  if (bias) this->bias = register_parameter("bias", uniform_(empty({out_features}), -bound, bound));
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  LINEA_CHECK(x.dim() >= 1 && x.size(-1) == in_, "[Linear] expected input [..., {}], got {}", in_,
+              shape_str(x.shape()));
+  // weight.t() is a view: matmul hands it to BLAS as a transpose, W is never copied.
+  Tensor y = matmul(x, weight.t());
+  return bias.defined() ? y + bias : y;
+}
+
+// ---- Dropout ----
+
+Dropout::Dropout(double p) : Dropout(p, default_generator().next_u64()) {}
+
+Dropout::Dropout(double p, uint64_t seed) : Module("Dropout"), p_(p), gen_(seed) {
+  LINEA_CHECK(p >= 0 && p <= 1, "[Dropout] p must be in [0, 1], got {}", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) {
+  if (!is_training() || p_ == 0) return x;
+  if (p_ == 1) return x * 0.0;
+  // keep = (u >= p) as x's dtype, pre-scaled by 1/(1-p): one multiply, whose backward is g * keep.
+  Tensor u = rand(x.shape(), gen_, Options(x.dtype(), x.device()));
+  Tensor keep = ge(u, scalar(p_, Options(x.dtype(), x.device()))).to(x.dtype()) * (1.0 / (1.0 - p_));
+  return x * keep;
+}
+
+// ---- Sequential ----
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) : Sequential() {
+  for (const auto& m : modules) push_back(m);
+}
+
+void Sequential::push_back(std::shared_ptr<Module> m) {
+  modules_.push_back(register_module(std::to_string(modules_.size()), std::move(m)));
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (const auto& m : modules_) y = m->forward(y);
+  return y;
+}
+
+const std::shared_ptr<Module>& Sequential::operator[](size_t i) const {
+  LINEA_CHECK(i < modules_.size(), "[Sequential] index {} out of range for {} modules", i, modules_.size());
+  return modules_[i];
+}
+
+// ---- MLP ----
+
+MLP::MLP(int64_t in_features, int64_t hidden_features, int64_t out_features, std::shared_ptr<Module> act,
+         double dropout)
+    : Module("MLP") {
+  fc1 = register_module("fc1", std::make_shared<Linear>(in_features, hidden_features));
+  this->act = register_module("act", act ? std::move(act) : std::make_shared<GELU>());
+  drop = register_module("drop", std::make_shared<Dropout>(dropout));
+  fc2 = register_module("fc2", std::make_shared<Linear>(hidden_features, out_features ? out_features : in_features));
+}
+
+Tensor MLP::forward(const Tensor& x) {
+  Tensor h = drop->forward(act->forward(fc1->forward(x)));
+  return drop->forward(fc2->forward(h));
+}
+
+}  // namespace linea::nn

@@ -1,0 +1,86 @@
+// The basic layers: Linear, Dropout, GELU, Sequential, MLP. Norms are in nn/norm.h, embeddings
+// (token, positional, rotary, image patches) in nn/embedding.h.
+//
+// Like PyTorch's C++ frontend, layers are held by std::shared_ptr and expose their parameters as
+// public members (`linear->weight`). Parameters are float32; to build a model in float64 (for
+// gradchecks), build it and call nn::to(model, DType::Float64) (nn/init.h).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "linea/autograd/ops_elementwise.h"
+#include "linea/nn/module.h"
+#include "linea/tensor/random.h"
+
+namespace linea::nn {
+
+// y = x Wᵀ + b over the last dim of x (any leading dims). W: [out, in], b: [out]. Both start as
+// U(-1/sqrt(in), 1/sqrt(in)), PyTorch's default, from the global generator.
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+
+  Tensor weight;
+  Tensor bias;  // undefined when built without bias
+
+ private:
+  int64_t in_, out_;
+};
+
+// Zeroes each element with probability p in training mode and scales the rest by 1/(1-p), so the
+// expectation is unchanged; the identity in eval mode. The mask comes from the layer's own
+// Generator, seeded at construction from the global one (or from `seed`), so a run is
+// reproducible and a layer's masks do not depend on what other code draws.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Dropout(double p, uint64_t seed);
+  Tensor forward(const Tensor& x) override;
+  void manual_seed(uint64_t seed) { gen_.manual_seed(seed); }
+  double p() const { return p_; }
+
+ private:
+  double p_;
+  Generator gen_;
+};
+
+class GELU : public Module {
+ public:
+  explicit GELU(GeluApprox approx = GeluApprox::Erf) : Module("GELU"), approx_(approx) {}
+  Tensor forward(const Tensor& x) override { return gelu(x, approx_); }
+
+ private:
+  GeluApprox approx_;
+};
+
+// Children named "0", "1", ...; forward feeds each one's output to the next.
+class Sequential : public Module {
+ public:
+  Sequential() : Module("Sequential") {}
+  Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
+  void push_back(std::shared_ptr<Module> m);
+  Tensor forward(const Tensor& x) override;
+  size_t size() const { return modules_.size(); }
+  const std::shared_ptr<Module>& operator[](size_t i) const;
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// fc1 -> act -> dropout -> fc2 -> dropout (timm's Mlp). out_features = 0 means in_features;
+// act defaults to GELU (erf).
+class MLP : public Module {
+ public:
+  MLP(int64_t in_features, int64_t hidden_features, int64_t out_features = 0, std::shared_ptr<Module> act = nullptr,
+      double dropout = 0);
+  Tensor forward(const Tensor& x) override;
+
+  std::shared_ptr<Linear> fc1, fc2;
+  std::shared_ptr<Module> act;
+  std::shared_ptr<Dropout> drop;
+};
+
+}  // namespace linea::nn
