@@ -43,6 +43,18 @@ std::pair<int64_t, int64_t> row_geometry(std::string_view op, const Tensor& x,
   return {rows, n};
 }
 
+// Σ_j f(j) over j < n in double, in 8 independent lanes: a single running sum is one long chain
+// of dependent adds (latency-bound); independent lanes let the compiler vectorize the loop.
+template <class F>
+double lane_sum(int64_t n, F&& f) {
+  double s[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) s[k] += f(j + k);
+  for (; j < n; ++j) s[0] += f(j);
+  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
 template <class T, bool Center>
 void norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
                   const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t n) {
@@ -56,16 +68,12 @@ void norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = xp + r * n;
     T* yr = yp + r * n;
-    double m = 0;
-    if constexpr (Center) {
-      for (int64_t j = 0; j < n; ++j) m += xr[j];
-      m /= static_cast<double>(n);
-    }
-    double v = 0;
-    for (int64_t j = 0; j < n; ++j) {
+    const double m = Center ? lane_sum(n, [&](int64_t j) { return static_cast<double>(xr[j]); }) / static_cast<double>(n)
+                              : 0.0;
+    const double v = lane_sum(n, [&](int64_t j) {
       const double d = xr[j] - m;
-      v += d * d;
-    }
+      return d * d;
+    });
     // A constant row has v = 0: rstd = 1/sqrt(eps) stays finite and xhat is exactly 0.
     const double rs = 1.0 / std::sqrt(v / static_cast<double>(n) + eps);
     for (int64_t j = 0; j < n; ++j) {
@@ -101,22 +109,17 @@ void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, cons
       const T *gr = gp + r * n, *xr = xp + r * n;
       T* dr = dxp + r * n;
       const double m = Center ? static_cast<double>(mp[r]) : 0.0, rs = rp[r];
-      double sum_g = 0, sum_gx = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        const double xhat = (xr[j] - m) * rs;
-        const double g = w ? static_cast<double>(gr[j]) * w[j] : static_cast<double>(gr[j]);
-        sum_g += g;
-        sum_gx += g * xhat;
-        if (want_w) pw[j] += gr[j] * xhat;
-        if (want_b) pb[j] += gr[j];
-      }
+      auto xhat = [&](int64_t j) { return (xr[j] - m) * rs; };
+      auto g = [&](int64_t j) { return w ? static_cast<double>(gr[j]) * w[j] : static_cast<double>(gr[j]); };
+      const double sum_g = Center ? lane_sum(n, g) : 0.0;
+      const double sum_gx = lane_sum(n, [&](int64_t j) { return g(j) * xhat(j); });
+      if (want_w)
+        for (int64_t j = 0; j < n; ++j) pw[j] += gr[j] * xhat(j);
+      if (want_b)
+        for (int64_t j = 0; j < n; ++j) pb[j] += gr[j];
       const double mean_g = Center ? sum_g / static_cast<double>(n) : 0.0;
       const double mean_gx = sum_gx / static_cast<double>(n);
-      for (int64_t j = 0; j < n; ++j) {
-        const double xhat = (xr[j] - m) * rs;
-        const double g = w ? static_cast<double>(gr[j]) * w[j] : static_cast<double>(gr[j]);
-        dr[j] = static_cast<T>(rs * (g - mean_g - xhat * mean_gx));
-      }
+      for (int64_t j = 0; j < n; ++j) dr[j] = static_cast<T>(rs * (g(j) - mean_g - xhat(j) * mean_gx));
     }
   }
   for (int64_t j = 0; j < n; ++j) {
