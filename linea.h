@@ -22,6 +22,7 @@
 #include "linea/autograd/ops_reduce.h"
 
 #include "linea/nn/embedding.h"
+#include "linea/nn/functional/attention.h"
 #include "linea/nn/init.h"
 #include "linea/nn/layers.h"
 #include "linea/nn/norm.h"

@@ -1,0 +1,137 @@
+// Linear attention with a hand-written backward (spec §5.1 with one block, §5.3 with W = 1).
+//
+// The value matrix is augmented with a ones column, V' = [V | 1], so that one product gives both
+// the numerator φ(q)·Σ φ(k)vᵀ (first dv columns of U') and the normaliser φ(q)·Σ φ(k) (last
+// column): o = U'[:, :dv] / (U'[:, dv] + eps). The backward then needs only dU' = [Ḡ | δ] with
+// Ḡ = G / r and δ = −rowsum(G∘O) / r, and pushes it through the same products.
+//
+// Causal: chunks of kChunk tokens. Chunk i reads the summaries of all earlier chunks,
+// P_i = Σ_{j<i} S_j with S_j = φ(K_j)ᵀ V'_j, plus its own masked quadratic block:
+//   U'_i = φ(Q_i) P_i + tril(φ(Q_i) φ(K_i)ᵀ) V'_i                      — O(N·(C + d)·dv) work.
+// Backward (A_i = tril(φQ_i φK_iᵀ), dA_i = tril(dU'_i V'_iᵀ), dS_j = Σ_{i>j} φ(Q_i)ᵀ dU'_i):
+//   dφQ_i = dU'_i P_iᵀ + dA_i φK_i,   dφK_j = dA_jᵀ φQ_j + V'_j dS_jᵀ,   dV'_j = A_jᵀ dU'_j + φK_j dS_j.
+#include <omp.h>
+
+#include <vector>
+
+#include "linea/autograd/function.h"
+#include "linea/autograd/ops_matmul.h"
+#include "linea/autograd/ops_reduce.h"
+#include "linea/nn/functional/attention.h"
+#include "linea/nn/functional/attention_checks.h"
+#include "linea/nn/functional/mhla_detail.h"
+
+namespace linea::nn::functional {
+
+namespace {
+
+constexpr int64_t kChunk = 64;
+
+Tensor mT(const Tensor& x) { return x.transpose(-2, -1); }
+
+// Exclusive running sum along dim 2 of a contiguous [B, H, M, X] tensor: out_i = Σ_{j<i} x_j,
+// or with `reverse` the suffix sum out_i = Σ_{j>i} x_j. A loop, not an M×M product: O(M·X).
+Tensor exclusive_sum(const Tensor& x, bool reverse) {
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  const int64_t BH = x.size(0) * x.size(1), M = x.size(2), X = x.size(3);
+  dispatch_floating(x.dtype(), "linear_attention", [&]<class T>() {
+    const T* in = x.data<T>();
+    T* o = out.data<T>();
+#pragma omp parallel for schedule(static) if (x.numel() >= (1 << 16))
+    for (int64_t bh = 0; bh < BH; ++bh) {
+      std::vector<T> run(X, T(0));
+      for (int64_t step = 0; step < M; ++step) {
+        const int64_t i = reverse ? M - 1 - step : step, base = (bh * M + i) * X;
+        for (int64_t e = 0; e < X; ++e) {
+          o[base + e] = run[e];
+          run[e] += in[base + e];
+        }
+      }
+    }
+  });
+  return out;
+}
+
+// [B, H, N, dv] -> [B, H, N, dv + 1] with a ones column.
+Tensor append_ones(const Tensor& v) {
+  return cat({v, ones({v.size(0), v.size(1), v.size(2), 1}, Options(v.dtype(), v.device()))}, -1);
+}
+
+// dU' = [G / r | −rowsum(G∘O) / r] from the output gradient G, output O and normaliser r [.., 1].
+Tensor augmented_grad(const Tensor& g, const Tensor& o, const Tensor& r) {
+  return cat({g / r, -sum(g * o, {-1}, true) / r}, -1);
+}
+
+// o and r from U' = [numerator | normaliser − eps].
+std::pair<Tensor, Tensor> normalise(const Tensor& u, double eps) {
+  const int64_t dv = u.size(-1) - 1;
+  Tensor r = u.narrow(-1, dv, 1) + eps;
+  return {u.narrow(-1, 0, dv) / r, r};
+}
+
+Tensor noncausal(const Tensor& q, const Tensor& k, const Tensor& v, const LinearAttentionOptions& opts) {
+  using detail::feature_map;
+  return custom_function(
+      "linear_attention", {q, k, v},
+      [&](const std::vector<Tensor>& in) {
+        Tensor fq = feature_map(in[0], opts.feature_map, opts.eps), fk = feature_map(in[1], opts.feature_map, opts.eps);
+        Tensor v1 = append_ones(in[2]);
+        Tensor s = matmul(mT(fk), v1);  // [B, H, d, dv + 1]: Σ φ(k) v'ᵀ
+        auto [o, r] = normalise(matmul(fq, s), opts.eps);
+        return Forward{o, {in[0], in[1], fq, fk, v1, s, o, r}};
+      },
+      [fm = opts.feature_map](const std::vector<Tensor>& sv, const Tensor& g) -> std::vector<Tensor> {
+        const Tensor &q = sv[0], &k = sv[1], &fq = sv[2], &fk = sv[3], &v1 = sv[4], &s = sv[5];
+        Tensor du = augmented_grad(g, sv[6], sv[7]);
+        Tensor ds = matmul(mT(fq), du);  // [B, H, d, dv + 1]
+        const int64_t dv = g.size(-1);
+        return {detail::feature_map_backward(matmul(du, mT(s)), q, fm),
+                detail::feature_map_backward(matmul(v1, mT(ds)), k, fm), matmul(fk, ds.narrow(-1, 0, dv))};
+      });
+}
+
+Tensor causal(const Tensor& q, const Tensor& k, const Tensor& v, const LinearAttentionOptions& opts) {
+  using detail::feature_map, detail::pad_tokens;
+  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), d = q.size(3), dv = v.size(3);
+  const int64_t M = (N + kChunk - 1) / kChunk, Np = M * kChunk;
+  // [B, H, Np, c] -> [B, H, M, C, c] (padding comes after φ: padded keys and values are exact zeros)
+  auto chunks = [=](const Tensor& x) { return pad_tokens(x, Np).contiguous().view({B, H, M, kChunk, x.size(3)}); };
+  return custom_function(
+      "linear_attention_causal", {q, k, v},
+      [&](const std::vector<Tensor>& in) {
+        Tensor fq = chunks(feature_map(in[0], opts.feature_map, opts.eps));
+        Tensor fk = chunks(feature_map(in[1], opts.feature_map, opts.eps));
+        Tensor v1 = chunks(append_ones(in[2]));
+        Tensor s = matmul(mT(fk), v1).view({B, H, M, d * (dv + 1)});  // per-chunk summaries S_j
+        Tensor p = exclusive_sum(s, false).view({B, H, M, d, dv + 1});
+        Tensor a = tril(matmul(fq, mT(fk)));                          // [B, H, M, C, C]
+        Tensor u = (matmul(fq, p) + matmul(a, v1)).view({B, H, Np, dv + 1}).narrow(2, 0, N);
+        auto [o, r] = normalise(u, opts.eps);
+        return Forward{o, {in[0], in[1], fq, fk, v1, p, o, r}};
+      },
+      [=, fm = opts.feature_map](const std::vector<Tensor>& sv, const Tensor& g) -> std::vector<Tensor> {
+        const Tensor &fq = sv[2], &fk = sv[3], &v1 = sv[4], &p = sv[5];
+        Tensor du = pad_tokens(augmented_grad(g, sv[6], sv[7]), Np).view({B, H, M, kChunk, dv + 1});
+        Tensor a = tril(matmul(fq, mT(fk)));   // recomputed: C×C per chunk
+        Tensor da = tril(matmul(du, mT(v1)));
+        Tensor dp = matmul(mT(fq), du).view({B, H, M, d * (dv + 1)});
+        Tensor ds = exclusive_sum(dp, true).view({B, H, M, d, dv + 1});
+        Tensor dfq = (matmul(du, mT(p)) + matmul(da, fk)).view({B, H, Np, d}).narrow(2, 0, N);
+        Tensor dfk = (matmul(mT(da), fq) + matmul(v1, mT(ds))).view({B, H, Np, d}).narrow(2, 0, N);
+        Tensor dv1 = (matmul(mT(a), du) + matmul(fk, ds)).view({B, H, Np, dv + 1});
+        return {detail::feature_map_backward(dfq, sv[0], fm), detail::feature_map_backward(dfk, sv[1], fm),
+                dv1.narrow(2, 0, N).narrow(-1, 0, dv)};
+      });
+}
+
+}  // namespace
+
+Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, LinearAttentionOptions opts) {
+  detail::check_qkv("linear_attention", q, k, v);
+  LINEA_CHECK(opts.eps >= 0, "[linear_attention] eps must be >= 0, got {}", opts.eps);
+  LINEA_CHECK(q.size(2) > 0 && q.size(3) > 0 && v.size(3) > 0, "[linear_attention] empty sequence or head dim: q {} / v {}",
+              shape_str(q.shape()), shape_str(v.shape()));
+  return opts.causal ? causal(q, k, v, opts) : noncausal(q, k, v, opts);
+}
+
+}  // namespace linea::nn::functional

@@ -1,0 +1,222 @@
+// softmax_attention, linear_attention and attention_matrix: values against naive quadratic forms
+// built from primitive ops, float64 gradchecks, stability, and error messages.
+#include <cmath>
+
+#include "helpers.h"
+
+using namespace linea;
+using namespace linea::testing;
+namespace F = linea::nn::functional;
+
+namespace {
+
+Tensor naive_softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
+  Tensor logits = matmul(q, k.transpose(-2, -1)) * scale;
+  if (causal)
+    logits = where(tril_mask(q.size(2), q.size(2)), logits, full({}, -INFINITY, q.dtype()));
+  return matmul(softmax(logits, -1), v);
+}
+
+Tensor phi(const Tensor& x, F::FeatureMap fm, double eps) {
+  switch (fm) {
+    case F::FeatureMap::ReluEps: return relu(x) + eps;
+    case F::FeatureMap::Elu1: return where(gt(x, zeros({}, x.dtype())), x + 1.0, exp(x));
+    case F::FeatureMap::Relu: return relu(x);
+    case F::FeatureMap::Identity: return x;
+  }
+  return x;
+}
+
+// o_t = Σ_u a_tu v_u / (Σ_u a_tu + eps), a = φ(q)φ(k)ᵀ (masked to u <= t when causal).
+Tensor naive_linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, F::LinearAttentionOptions o) {
+  Tensor a = matmul(phi(q, o.feature_map, o.eps), phi(k, o.feature_map, o.eps).transpose(-2, -1));
+  if (o.causal) a = tril(a);
+  return matmul(a, v) / (sum(a, {-1}, true) + o.eps);
+}
+
+// A [B, H, N, d] float64 leaf that is a non-contiguous view (the head split of a [B, N, H, d] tensor).
+Tensor strided64(int64_t B, int64_t H, int64_t N, int64_t d, uint64_t seed) {
+  return randn64({B, N, H, d}, seed, false).permute({0, 2, 1, 3}).detach().requires_grad_();
+}
+
+const F::FeatureMap kMaps[] = {F::FeatureMap::ReluEps, F::FeatureMap::Elu1, F::FeatureMap::Relu,
+                               F::FeatureMap::Identity};
+
+}  // namespace
+
+TEST_CASE("softmax_attention equals softmax(QKᵀ)V in float64, causal or not, N off the tile size") {
+  for (int64_t N : {1, 37, 300}) {
+    Tensor q = randn64({2, 3, N, 8}, 1, false), k = randn64({2, 3, N, 8}, 2, false), v = randn64({2, 3, N, 5}, 3, false);
+    for (bool causal : {false, true}) {
+      CAPTURE(N);
+      CAPTURE(causal);
+      CHECK(allclose(F::softmax_attention(q, k, v, {causal}), naive_softmax_attention(q, k, v, causal, 1 / std::sqrt(8.0)),
+                     1e-12, 1e-12));
+      CHECK(allclose(F::softmax_attention(q, k, v, {causal, 0.7}), naive_softmax_attention(q, k, v, causal, 0.7),
+                     1e-12, 1e-12));
+    }
+  }
+}
+
+TEST_CASE("softmax_attention backward equals the composed backward over many tiles") {
+  const int64_t N = 300;  // several query tiles (64) and key tiles (128), the last ones partial
+  for (bool causal : {false, true}) {
+    CAPTURE(causal);
+    Tensor q = strided64(1, 2, N, 6, 4), k = strided64(1, 2, N, 6, 5), v = strided64(1, 2, N, 7, 6);
+    Tensor g = randn64({1, 2, N, 7}, 7, false);
+    sum(F::softmax_attention(q, k, v, {causal}) * g).backward();
+    Tensor gq = q.grad(), gk = k.grad(), gv = v.grad();
+    q.zero_grad(), k.zero_grad(), v.zero_grad();
+    sum(naive_softmax_attention(q, k, v, causal, 1 / std::sqrt(6.0)) * g).backward();
+    CHECK(allclose(gq, q.grad(), 1e-11, 1e-10));
+    CHECK(allclose(gk, k.grad(), 1e-11, 1e-10));
+    CHECK(allclose(gv, v.grad(), 1e-11, 1e-10));
+  }
+}
+
+TEST_CASE("softmax_attention gradcheck (float64, non-contiguous inputs, two key tiles)") {
+  for (bool causal : {false, true}) {
+    CAPTURE(causal);
+    Tensor q = strided64(2, 1, 131, 3, 8), k = strided64(2, 1, 131, 3, 9), v = strided64(2, 1, 131, 2, 10);
+    CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return F::softmax_attention(in[0], in[1], in[2], {causal}); },
+                    {q, k, v});
+  }
+}
+
+TEST_CASE("softmax_attention is stable for logits ~1e6: finite, float32 matches float64") {
+  Generator g(11);
+  Tensor q = randn({1, 2, 200, 4}, g, float64) * 1e3, k = randn({1, 2, 200, 4}, g, float64) * 1e3;
+  Tensor v = randn({1, 2, 200, 3}, g, float64);
+  for (bool causal : {false, true}) {
+    Tensor ref = naive_softmax_attention(q, k, v, causal, 0.5);
+    Tensor o64 = F::softmax_attention(q, k, v, {causal, 0.5});
+    CHECK(allclose(o64, ref, 1e-9, 1e-9));
+    Tensor o32 = F::softmax_attention(q.to(float32), k.to(float32), v.to(float32), {causal, 0.5});
+    for (double x : o32.to_vector()) REQUIRE(std::isfinite(x));
+    CHECK(allclose(o32.to(float64), ref, 1e-3, 1e-3));
+  }
+}
+
+TEST_CASE("linear_attention equals the naive normalised quadratic form, every feature map") {
+  for (int64_t N : {1, 64, 150}) {  // one token, one full chunk, a padded third chunk
+    for (F::FeatureMap fm : kMaps) {
+      for (bool causal : {false, true}) {
+        CAPTURE(N);
+        CAPTURE(int(fm));
+        CAPTURE(causal);
+        Tensor q = randn64({2, 2, N, 5}, 12, false), k = randn64({2, 2, N, 5}, 13, false);
+        Tensor v = randn64({2, 2, N, 6}, 14, false);
+        if (fm == F::FeatureMap::Identity) q = abs(q) + 0.1, k = abs(k) + 0.1;  // positive denominators
+        F::LinearAttentionOptions o{causal, fm, 1e-6};
+        CHECK(allclose(F::linear_attention(q, k, v, o), naive_linear_attention(q, k, v, o), 1e-10, 1e-10));
+      }
+    }
+  }
+}
+
+TEST_CASE("linear_attention gradcheck: causal and not, every feature map, non-contiguous inputs") {
+  for (F::FeatureMap fm : kMaps) {
+    for (bool causal : {false, true}) {
+      CAPTURE(int(fm));
+      CAPTURE(causal);
+      const int64_t N = causal ? 70 : 10;  // causal: a full chunk of 64 and a padded one
+      Tensor q = strided64(1, 1, N, 3, 15), k = strided64(1, 1, N, 3, 16), v = strided64(1, 1, N, 2, 17);
+      if (fm == F::FeatureMap::Identity) {  // positive inputs keep the normaliser away from 0
+        NoGradGuard ng;
+        q = (abs(q) + 0.5).detach().requires_grad_(), k = (abs(k) + 0.5).detach().requires_grad_();
+      }
+      F::LinearAttentionOptions o{causal, fm, 1e-6};
+      CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return F::linear_attention(in[0], in[1], in[2], o); },
+                      {q, k, v});
+    }
+  }
+}
+
+TEST_CASE("causal linear_attention backward equals the composed backward over three chunks") {
+  for (F::FeatureMap fm : kMaps) {
+    CAPTURE(int(fm));
+    Tensor q = strided64(2, 2, 150, 5, 28), k = strided64(2, 2, 150, 5, 29), v = strided64(2, 2, 150, 4, 30);
+    if (fm == F::FeatureMap::Identity) {
+      NoGradGuard ng;
+      q = (abs(q) + 0.5).detach().requires_grad_(), k = (abs(k) + 0.5).detach().requires_grad_();
+    }
+    F::LinearAttentionOptions o{true, fm, 1e-6};
+    Tensor g = randn64({2, 2, 150, 4}, 31, false);
+    sum(F::linear_attention(q, k, v, o) * g).backward();
+    Tensor gq = q.grad(), gk = k.grad(), gv = v.grad();
+    q.zero_grad(), k.zero_grad(), v.zero_grad();
+    sum(naive_linear_attention(q, k, v, o) * g).backward();
+    CHECK(allclose(gq, q.grad(), 1e-9, 1e-8));
+    CHECK(allclose(gk, k.grad(), 1e-9, 1e-8));
+    CHECK(allclose(gv, v.grad(), 1e-9, 1e-8));
+  }
+}
+
+TEST_CASE("attention_matrix: rows sum to 1 and A @ V reproduces the attention outputs") {
+  const int64_t N = 80;
+  Tensor q = randn64({2, 2, N, 4}, 18, false), k = randn64({2, 2, N, 4}, 19, false), v = randn64({2, 2, N, 3}, 20, false);
+  for (bool causal : {false, true}) {
+    CAPTURE(causal);
+    F::MHLAOptions o;
+    o.causal = causal;
+    o.feature_map = F::FeatureMap::Elu1;  // φ >= e^x keeps rowsum >> eps, so rows sum to 1 - O(eps)
+    Tensor as = F::attention_matrix(F::AttentionKind::Softmax, q, k, Tensor(), o);
+    CHECK(allclose(sum(as, {-1}), ones({2, 2, N}, float64), 1e-12, 0));
+    CHECK(allclose(matmul(as, v), F::softmax_attention(q, k, v, {causal}), 1e-12, 1e-12));
+    if (causal) CHECK(allclose(triu(as, 1), zeros({2, 2, N, N}, float64), 0, 0));
+
+    Tensor al = F::attention_matrix(F::AttentionKind::Linear, q, k, Tensor(), o);
+    CHECK(allclose(sum(al, {-1}), ones({2, 2, N}, float64), 1e-5, 0));
+    CHECK(allclose(matmul(al, v), F::linear_attention(q, k, v, {causal, o.feature_map, o.eps}), 1e-12, 1e-10));
+  }
+}
+
+TEST_CASE("attention_matrix for MHLA: block weights, all-ones = linear, identity = per-block linear") {
+  const int64_t N = 50, L = 16;  // M = 4 blocks, the last one short
+  Tensor q = randn64({1, 2, N, 4}, 21, false), k = randn64({1, 2, N, 4}, 22, false);
+  F::MHLAOptions o;
+  o.block_len = L;
+  o.feature_map = F::FeatureMap::Elu1;
+  Tensor lin = F::attention_matrix(F::AttentionKind::Linear, q, k, Tensor(), o);
+  CHECK(allclose(F::attention_matrix(F::AttentionKind::MHLA, q, k, ones({4, 4}, float64), o), lin, 1e-12, 1e-12));
+  Tensor a = F::attention_matrix(F::AttentionKind::MHLA, q, k, eye(4, float64), o);
+  CHECK(allclose(sum(a, {-1}), ones({1, 2, N}, float64), 1e-5, 0));
+  for (int64_t b = 0; b < 4; ++b) {  // identity mixing: each block attends only to itself
+    const int64_t s = b * L, n = std::min(L, N - s);
+    Tensor qb = q.narrow(2, s, n), kb = k.narrow(2, s, n);
+    CHECK(allclose(a.narrow(2, s, n).narrow(3, s, n), F::attention_matrix(F::AttentionKind::Linear, qb, kb, Tensor(), o),
+                   1e-12, 1e-12));
+    CHECK(allclose(sum(a.narrow(2, s, n), {-1}), sum(a.narrow(2, s, n).narrow(3, s, n), {-1}), 1e-12, 0));
+  }
+  // Causal: s·(φq·φk)·W[b(t), b(u)] below the diagonal, unnormalised.
+  o.causal = true;
+  o.feature_map = F::FeatureMap::Relu;
+  Generator g(23);
+  Tensor w = rand({4, 4}, g, float64);
+  Tensor ac = F::attention_matrix(F::AttentionKind::MHLA, q, k, w, o);
+  auto qt = relu(q).select(0, 0).select(0, 1).select(0, 40).to_vector();
+  auto ku = relu(k).select(0, 0).select(0, 1).select(0, 3).to_vector();
+  double dot = 0;
+  for (size_t i = 0; i < qt.size(); ++i) dot += qt[i] * ku[i];
+  CHECK(ac.at({0, 1, 40, 3}) == doctest::Approx(0.5 * dot * w.at({2, 0})).epsilon(1e-12));
+  CHECK(ac.at({0, 1, 3, 40}) == 0);
+}
+
+TEST_CASE("attention errors name the op and the shapes") {
+  Tensor q = randn64({1, 2, 8, 4}, 24, false), v = randn64({1, 2, 8, 3}, 25, false);
+  auto throws = [](auto f, const char* what) { CHECK_THROWS_WITH_AS(f(), doctest::Contains(what), Error); };
+  throws([&] { F::softmax_attention(q, randn64({1, 2, 8, 5}, 26, false), v); }, "[softmax_attention]");
+  throws([&] { F::softmax_attention(q, q, randn64({1, 2, 7, 3}, 27, false)); }, "[softmax_attention]");
+  throws([&] { F::softmax_attention(q.select(0, 0), q.select(0, 0), v.select(0, 0)); }, "[B, H, N, d]");
+  throws([&] { F::softmax_attention(q, q, v.to(float32)); }, "dtype");
+  throws([&] { F::softmax_attention(q, q, v, {false, -1.0}); }, "scale");
+  throws([&] { F::linear_attention(q, q.to(float32), v); }, "[linear_attention]");
+  throws([&] { F::linear_attention(q, q, v, {false, F::FeatureMap::ReluEps, -1.0}); }, "eps");
+  throws([&] { F::attention_matrix(F::AttentionKind::Softmax, zeros({1, 1, 5000, 2}, float64), zeros({1, 1, 5000, 2}, float64)); },
+         "too many");
+  F::MHLAOptions o;
+  throws([&] { F::attention_matrix(F::AttentionKind::MHLA, q, q, ones({2, 2}, float64), o); }, "block_len");
+  o.block_len = 4;
+  throws([&] { F::attention_matrix(F::AttentionKind::MHLA, q, q, ones({3, 3}, float64), o); }, "M = ceil(N / block_len) = 2");
+  throws([&] { F::attention_matrix(F::AttentionKind::MHLA, q, q, Tensor(), o); }, "undefined");
+}
