@@ -4,7 +4,7 @@
 set -euo pipefail
 
 tools=(cmake g++ make)
-packages=(libopenblas-dev libopenblas0-openmp doctest-dev libfmt-dev)
+packages=(libopenblas-dev libopenblas0-openmp doctest-dev libfmt-dev zlib1g-dev)
 # Debian package that provides each tool, for when a tool is missing.
 declare -A tool_package=([cmake]=cmake [g++]=g++ [make]=make)
 
