@@ -21,6 +21,7 @@
 #include "linea/autograd/ops_norm.h"
 #include "linea/autograd/ops_reduce.h"
 
+#include "linea/nn/attention.h"
 #include "linea/nn/embedding.h"
 #include "linea/nn/functional/attention.h"
 #include "linea/nn/init.h"

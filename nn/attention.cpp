@@ -1,0 +1,162 @@
+// Attention modules (nn/attention.h).
+#include "linea/nn/attention.h"
+
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+#include "linea/autograd/graph.h"
+#include "linea/autograd/ops_index.h"
+#include "linea/tensor/backend.h"
+#include "linea/tensor/creation.h"
+
+namespace linea::nn {
+
+namespace F = functional;
+
+// ---- QKVAttention ----
+
+QKVAttention::QKVAttention(std::string type_name, int64_t dim, int64_t heads, bool qkv_bias)
+    : Module(std::move(type_name)), dim_(dim), heads_(heads) {
+  LINEA_CHECK(dim > 0 && heads > 0 && dim % heads == 0, "[{}] dim {} must be a positive multiple of heads {}",
+              this->type_name(), dim, heads);
+  qkv = register_module("qkv", std::make_shared<Linear>(dim, 3 * dim, qkv_bias));
+  proj = register_module("proj", std::make_shared<Linear>(dim, dim));
+}
+
+Tensor QKVAttention::forward(const Tensor& x) {
+  LINEA_CHECK(x.dim() == 3 && x.size(2) == dim_, "[{}] expected x [B, N, {}], got {}", type_name(), dim_,
+              shape_str(x.shape()));
+  const int64_t B = x.size(0), N = x.size(1), hd = dim_ / heads_;
+  // [B, N, 3·dim] -> [3, B, H, N, hd]: a view; q, k, v are strided slices of the one qkv output.
+  Tensor t = qkv->forward(x).view({B, N, 3, heads_, hd}).permute({2, 0, 3, 1, 4});
+  Tensor o = attend(t.select(0, 0), t.select(0, 1), t.select(0, 2));
+  return proj->forward(o.transpose(1, 2).reshape({B, N, dim_}));  // merging heads copies once
+}
+
+// ---- MultiHeadAttention, LinearAttention ----
+
+MultiHeadAttention::MultiHeadAttention(MultiHeadAttentionConfig c)
+    : QKVAttention("MultiHeadAttention", c.dim, c.heads, c.qkv_bias), cfg_(c) {}
+
+Tensor MultiHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return F::softmax_attention(q, k, v, {cfg_.causal});
+}
+
+LinearAttention::LinearAttention(LinearAttentionConfig c)
+    : QKVAttention("LinearAttention", c.dim, c.heads, c.qkv_bias), cfg_(c) {}
+
+Tensor LinearAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return F::linear_attention(q, k, v, {cfg_.causal, cfg_.feature_map, cfg_.eps});
+}
+
+// ---- mixing-matrix initialisations ----
+
+Tensor block_distance_mix(int64_t grid, MixInit init, double exp_sigma, double local_thres) {
+  LINEA_CHECK(grid > 0, "[block_distance_mix] grid must be > 0, got {}", grid);
+  LINEA_CHECK(exp_sigma > 0, "[block_distance_mix] exp_sigma must be > 0, got {}", exp_sigma);
+  const int64_t M = grid * grid;
+  std::vector<double> D(M * M);
+  double dmax = 0;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < M; ++j) {  // centres (r + .5, s + .5): the .5 cancels in differences
+      D[i * M + j] = std::hypot(double(i / grid - j / grid), double(i % grid - j % grid));
+      dmax = std::max(dmax, D[i * M + j]);
+    }
+  if (dmax == 0) dmax = 1;  // one block: every transform gives [[1]] (after normalisation)
+  std::vector<double> m(M * M);
+  for (int64_t e = 0; e < M * M; ++e) {
+    const double d = D[e];
+    switch (init) {
+      case MixInit::Linear: m[e] = 1 - d / dmax; break;
+      case MixInit::Cos: m[e] = std::cos(std::numbers::pi / 4 * d / dmax); break;
+      case MixInit::Exp: m[e] = std::exp(-d / exp_sigma); break;
+      case MixInit::Gaussian: m[e] = std::exp(-d * d / (2 * (dmax / 3) * (dmax / 3))); break;
+      case MixInit::Local: m[e] = d <= local_thres ? 1 : 0; break;
+    }
+  }
+  if (init != MixInit::Gaussian)
+    for (int64_t j = 0; j < M; ++j) {  // column normalisation
+      double col = 0;
+      for (int64_t i = 0; i < M; ++i) col += m[i * M + j];
+      for (int64_t i = 0; i < M; ++i) m[i * M + j] /= col;
+    }
+  return from_vector(std::vector<float>(m.begin(), m.end()), {M, M});
+}
+
+Tensor causal_mix(int64_t num_chunks) {
+  LINEA_CHECK(num_chunks > 0, "[causal_mix] num_chunks must be > 0, got {}", num_chunks);
+  std::vector<float> w(num_chunks * num_chunks, 0.0f);
+  for (int64_t i = 0; i < num_chunks; ++i)
+    for (int64_t j = 0; j <= i; ++j) w[i * num_chunks + j] = 1.0f / float(i + 1);
+  return from_vector(w, {num_chunks, num_chunks});
+}
+
+Tensor block_major_order(int64_t grid_h, int64_t grid_w, int64_t block) {
+  LINEA_CHECK(grid_h > 0 && grid_w > 0 && block > 0 && grid_h % block == 0 && grid_w % block == 0,
+              "[block_major_order] a {}x{} token grid cannot be cut into {}x{} blocks", grid_h, grid_w, block, block);
+  std::vector<int64_t> perm;
+  perm.reserve(grid_h * grid_w);
+  for (int64_t br = 0; br < grid_h / block; ++br)
+    for (int64_t bc = 0; bc < grid_w / block; ++bc)
+      for (int64_t r = 0; r < block; ++r)
+        for (int64_t c = 0; c < block; ++c) perm.push_back((br * block + r) * grid_w + bc * block + c);
+  return from_vector(perm, {grid_h * grid_w});
+}
+
+// ---- MHLA ----
+
+MHLA::MHLA(MHLAConfig c) : QKVAttention("MHLA", c.dim, c.heads, c.qkv_bias), cfg_(c) {
+  const int64_t hd = c.dim / c.heads;
+  if (c.causal) {
+    LINEA_CHECK(c.block_len > 0 && c.max_len > 0, "[MHLA] block_len {} and max_len {} must be > 0", c.block_len,
+                c.max_len);
+    mix = register_parameter("mix", causal_mix((c.max_len + c.block_len - 1) / c.block_len));
+    out_norm = register_module("out_norm", std::make_shared<RMSNorm>(hd));
+    if (c.rope) rope = register_module("rope", std::make_shared<RotaryEmbedding>(hd, c.rope_base));
+  } else {
+    mix = register_parameter("mix", block_distance_mix(c.grid, c.init));
+  }
+}
+
+Tensor MHLA::attend(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const int64_t N = q.size(2), M = mix.size(0);
+  F::MHLAOptions o;
+  o.eps = cfg_.eps;
+  if (!cfg_.causal) {
+    LINEA_CHECK(N % M == 0, "[MHLA] {} tokens cannot be split into the {} blocks of a {}x{} grid", N, M, cfg_.grid,
+                cfg_.grid);
+    o.block_len = N / M;
+    o.feature_map = F::FeatureMap::ReluEps;
+    return F::mhla(q, k, v, mix, o);
+  }
+  const int64_t chunks = (N + cfg_.block_len - 1) / cfg_.block_len;
+  LINEA_CHECK(chunks <= M, "[MHLA] {} tokens exceed max_len {} (mix is [{}, {}] chunks of {})", N, cfg_.max_len, M, M,
+              cfg_.block_len);
+  o.causal = true;
+  o.block_len = cfg_.block_len;
+  Tensor w = mix.narrow(0, 0, chunks).narrow(1, 0, chunks);  // a view: the gradient reaches mix
+  Tensor out;
+  if (rope) {  // φ first, then RoPE (spec §3): the op then sees ready-made features
+    o.feature_map = F::FeatureMap::Identity;
+    out = F::mhla(rope->forward(relu(q)), rope->forward(relu(k)), v, w, o);
+  } else {
+    o.feature_map = F::FeatureMap::Relu;
+    out = F::mhla(q, k, v, w, o);
+  }
+  return out_norm->forward(out);
+}
+
+void MHLA::project_mix() {
+  NoGradGuard guard;
+  Tensor w = mix.detach();
+  Tensor projected = cfg_.causal ? tril(clamp(w, 1e-5, 1)) : clamp(w, 0, 1);
+  backend(mix.device()).copy(projected, mix);  // writes through the parameter's own storage
+}
+
+void project_mixing_matrices(Module& model) {
+  if (auto* m = dynamic_cast<MHLA*>(&model)) m->project_mix();
+  for (auto& [_, child] : model.named_children()) project_mixing_matrices(*child);
+}
+
+}  // namespace linea::nn
