@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/cpu/vec_math.h"
 #include "linea/tensor/cpu/strided.h"
 
 namespace linea::cpu {
@@ -207,6 +208,20 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t
   });
 }
 
+// Sum of n values in double with 8 independent partial sums, so the adds pipeline (and
+// vectorise) instead of waiting on one running total.
+template <class T>
+double lane_sum(const T* p, int64_t n) {
+  double acc[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += p[j + l];
+  double s = 0;
+  for (; j < n; ++j) s += p[j];
+  for (double a : acc) s += a;
+  return s;
+}
+
 // ---- softmax: row-wise over the last dim, two passes per row (max, then exp and sum) ----
 
 void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
@@ -226,17 +241,14 @@ void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
       // (masked out) give exp(-inf) = 0. A row that is all -inf has no distribution: NaN.
       T m = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j < n; ++j) m = std::max(m, xr[j]);
-      double s = 0;
+      // exp into the output row first (a loop that vectorises), then sum it in double.
+      for (int64_t j = 0; j < n; ++j) yr[j] = vexp(xr[j] - m);
+      const double s = lane_sum(yr, n);
       if (log) {
-        for (int64_t j = 0; j < n; ++j) s += std::exp(xr[j] - m);
         // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round away log(s)'s digits.
         const T log_s = static_cast<T>(std::log(s));
         for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) - log_s;
       } else {
-        for (int64_t j = 0; j < n; ++j) {
-          yr[j] = std::exp(xr[j] - m);
-          s += yr[j];
-        }
         const T inv = static_cast<T>(1.0 / s);
         for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
       }
@@ -263,7 +275,7 @@ void CpuBackend::softmax_backward(const Tensor& y, const Tensor& dy, const Tenso
       double s = 0;
       if (log) {
         for (int64_t j = 0; j < n; ++j) s += gr[j];
-        for (int64_t j = 0; j < n; ++j) dr[j] = gr[j] - std::exp(yr[j]) * static_cast<T>(s);
+        for (int64_t j = 0; j < n; ++j) dr[j] = gr[j] - vexp(yr[j]) * static_cast<T>(s);
       } else {
         for (int64_t j = 0; j < n; ++j) s += static_cast<double>(gr[j]) * yr[j];
         for (int64_t j = 0; j < n; ++j) dr[j] = yr[j] * (gr[j] - static_cast<T>(s));
