@@ -13,6 +13,7 @@
 #include "data/idx.h"
 #include "data/mqar.h"
 #include "data/progress.h"
+#include "data/sampling.h"
 #include "data/text.h"
 #include "helpers.h"
 
@@ -297,12 +298,14 @@ TEST_CASE("Vocab: sorted distinct bytes, encode/decode round trip, save/load") {
 }
 
 TEST_CASE("CharCorpus: 90/10 split, batches are windows of the split shifted by one") {
+  // Random letters: every 10-letter window occurs once, so a window tells where it came from.
   std::string text;
-  for (int i = 0; i < 105; ++i) text += static_cast<char>('a' + i * 7 % 26);
+  Generator letters(123);
+  for (int i = 0; i < 105; ++i) text += static_cast<char>('a' + random_below(letters, 26));
   const std::string path = tmp().file("corpus.txt");
   write_bytes(path, text);
   CharCorpus c = CharCorpus::from_file(path);
-  CHECK(c.vocab().size() == 26);
+  CHECK(c.vocab().bytes() == Vocab::from_text(text).bytes());
   CHECK(c.size("train") == 94);  // floor(0.9 * 105)
   CHECK(c.size("val") == 11);
   Generator gen(5);
@@ -320,17 +323,25 @@ TEST_CASE("CharCorpus: 90/10 split, batches are windows of the split shifted by 
   // The same generator state gives the same batch.
   Generator g1(9), g2(9);
   CHECK(ints(c.get_batch("train", 4, 8, g1).x) == ints(c.get_batch("train", 4, 8, g2).x));
-  // Whole-corpus coverage: over many draws every start offset of the val split appears.
-  std::set<std::string> starts;
-  for (int k = 0; k < 200; ++k) starts.insert(c.vocab().decode(c.get_batch("val", 1, 10, gen).x));
-  CHECK(starts.size() == 1);  // 11 tokens and context 10: exactly one window fits
+  // Every window start of the train split is drawn, the last one (83 = 94 - 10 - 1) included.
+  std::set<size_t> starts;
+  const TextBatch many = c.get_batch("train", 3000, 10, gen);
+  for (int64_t i = 0; i < 3000; ++i) {
+    const size_t at = text.find(c.vocab().decode(many.x.select(0, i)));
+    REQUIRE(text.find(c.vocab().decode(many.x.select(0, i)), at + 1) == std::string::npos);  // unique window
+    starts.insert(at);
+  }
+  CHECK(starts.size() == 84);
+  CHECK(*starts.rbegin() == 83);
+  // 11 val tokens and context 10: exactly one window fits; context 11 does not.
+  CHECK(c.vocab().decode(c.get_batch("val", 1, 10, gen).x) == text.substr(94, 10));
   CHECK_THROWS_WITH_AS(c.get_batch("val", 1, 11, gen), doctest::Contains("too few for a context of 11"),
                        linea::Error);
   CHECK_THROWS_WITH_AS(c.get_batch("test", 1, 4, gen), doctest::Contains("[CharCorpus] split"), linea::Error);
   // A saved vocabulary is reused: a different file with only known bytes keeps the ids.
   write_bytes(tmp().file("small.txt"), "zz");
   CharCorpus d = CharCorpus::from_file(tmp().file("small.txt"), c.vocab());
-  CHECK(d.vocab().size() == 26);
+  CHECK(d.vocab().bytes() == c.vocab().bytes());
   write_bytes(tmp().file("other.txt"), "ABC");
   CHECK_THROWS_WITH_AS(CharCorpus::from_file(tmp().file("other.txt"), c.vocab()),
                        doctest::Contains("not in the vocabulary"), linea::Error);

@@ -1,5 +1,7 @@
 #include "data/dataloader.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <numeric>
 
@@ -95,6 +97,9 @@ Batch DataLoader::make_batch(const Tensor& order, int64_t epoch, int64_t index) 
 }
 
 void DataLoader::work() {
+  // Kernels called here run serially: a second OpenMP team would fight the training thread's
+  // team for the same cores.
+  omp_set_num_threads(1);
   std::unique_lock lock(mu_);
   while (true) {
     cv_.wait(lock, [&] {
