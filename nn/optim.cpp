@@ -1,0 +1,250 @@
+#include "linea/nn/optim.h"
+
+#include <cmath>
+#include <numbers>
+#include <set>
+
+#include "linea/autograd/graph.h"
+#include "linea/tensor/creation.h"
+
+namespace linea::nn {
+
+// ---------------------------------------------------------------- Optimizer
+
+Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double lr, double weight_decay,
+                     std::vector<std::string> buffer_names)
+    : name_(std::move(name)), groups_(std::move(groups)), buffer_names_(std::move(buffer_names)) {
+  std::set<std::string> names;
+  std::set<const TensorImpl*> seen;
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    ParamGroup& grp = groups_[i];
+    if (!grp.lr) grp.lr = lr;
+    if (!grp.weight_decay) grp.weight_decay = weight_decay;
+    LINEA_CHECK(*grp.lr >= 0 && *grp.weight_decay >= 0, "[{}] group {}: lr ({}) and weight_decay ({}) must be >= 0",
+                name_, i, *grp.lr, *grp.weight_decay);
+    for (const auto& [n, p] : grp.params) {
+      LINEA_CHECK(p.defined(), "[{}] parameter '{}' is undefined", name_, n);
+      LINEA_CHECK(names.insert(n).second, "[{}] parameter name '{}' appears twice", name_, n);
+      LINEA_CHECK(seen.insert(&p.impl()).second, "[{}] parameter '{}' appears twice (under another name)", name_, n);
+      LINEA_CHECK(is_floating(p.dtype()) && p.is_contiguous(),
+                  "[{}] parameter '{}' must be a contiguous float32/float64 tensor, got {} of shape {}{}", name_, n,
+                  p.dtype(), shape_str(p.shape()), p.is_contiguous() ? "" : " (non-contiguous)");
+    }
+  }
+  LINEA_CHECK(!names.empty(), "[{}] got no parameters", name_);
+}
+
+void Optimizer::step() {
+  NoGradGuard no_grad;  // updates are not part of any graph
+  for (const ParamGroup& grp : groups_) {
+    for (const auto& [n, p] : grp.params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      LINEA_CHECK(p.device().is_cpu(), "[{}] only updates CPU parameters for now; '{}' is on {}", name_, n,
+                  p.device());
+      State& s = state_[n];
+      if (s.buffers.empty())
+        for (size_t b = 0; b < buffer_names_.size(); ++b) s.buffers.push_back(zeros_like(p));
+      ++s.step;
+      update(p, g.contiguous(), s, *grp.lr, *grp.weight_decay);
+    }
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (ParamGroup& grp : groups_)
+    for (auto& [_, p] : grp.params) p.zero_grad();
+}
+
+void Optimizer::set_lr(double lr) {
+  LINEA_CHECK(lr >= 0, "[{}] lr must be >= 0, got {}", name_, lr);
+  for (ParamGroup& grp : groups_) grp.lr = lr;
+}
+
+StateDict Optimizer::state_dict() const {
+  StateDict sd;
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    sd.emplace(fmt::format("param_groups.{}.lr", i), scalar(*groups_[i].lr, DType::Float64));
+    sd.emplace(fmt::format("param_groups.{}.weight_decay", i), scalar(*groups_[i].weight_decay, DType::Float64));
+  }
+  for (const auto& [n, s] : state_) {
+    sd.emplace(n + ".step", scalar(static_cast<double>(s.step), DType::Int64));
+    for (size_t b = 0; b < buffer_names_.size(); ++b) sd.emplace(n + "." + buffer_names_[b], s.buffers[b].clone());
+  }
+  return sd;
+}
+
+void Optimizer::load_state_dict(const StateDict& state) {
+  std::vector<std::string> problems;
+  std::set<std::string> used;
+  // Finds `key`, checks its shape and dtype, and marks it used; null (and a problem) otherwise.
+  auto take = [&](const std::string& key, const Shape& shape, DType dtype) -> const Tensor* {
+    auto it = state.find(key);
+    if (it == state.end()) {
+      problems.push_back(fmt::format("missing key '{}'", key));
+      return nullptr;
+    }
+    used.insert(key);
+    if (it->second.shape() != shape || it->second.dtype() != dtype) {
+      problems.push_back(fmt::format("'{}': expected {} {}, got {} {}", key, shape_str(shape), dtype,
+                                     shape_str(it->second.shape()), it->second.dtype()));
+      return nullptr;
+    }
+    return &it->second;
+  };
+
+  std::vector<std::pair<double, double>> hyper;  // (lr, weight_decay) per group
+  std::map<std::string, State> loaded;
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    const Tensor* lr = take(fmt::format("param_groups.{}.lr", i), {}, DType::Float64);
+    const Tensor* wd = take(fmt::format("param_groups.{}.weight_decay", i), {}, DType::Float64);
+    if (lr && wd) hyper.emplace_back(lr->item(), wd->item());
+    for (const auto& [n, p] : groups_[i].params) {
+      if (!state.count(n + ".step")) continue;  // never updated: no state
+      const Tensor* step = take(n + ".step", {}, DType::Int64);
+      State s;
+      if (step) s.step = static_cast<int64_t>(step->item());
+      for (const std::string& b : buffer_names_) {
+        const Tensor* buf = take(n + "." + b, p.shape(), p.dtype());
+        if (buf) s.buffers.push_back(buf->to(p.device()).clone());
+      }
+      loaded.emplace(n, std::move(s));
+    }
+  }
+  for (const auto& [key, _] : state)
+    if (!used.count(key)) problems.push_back(fmt::format("unexpected key '{}'", key));
+  LINEA_CHECK(problems.empty(), "[{}.load_state_dict] {}", name_, fmt::join(problems, "; "));
+
+  for (size_t i = 0; i < groups_.size(); ++i) std::tie(groups_[i].lr, groups_[i].weight_decay) = hyper[i];
+  state_ = std::move(loaded);
+}
+
+// ---------------------------------------------------------------- SGD
+
+SGD::SGD(NamedParams params, SGDOptions opts)
+    : SGD(std::vector<ParamGroup>{{std::move(params), std::nullopt, std::nullopt}}, opts) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions opts)
+    : Optimizer("SGD", std::move(groups), opts.lr, opts.weight_decay,
+                opts.momentum > 0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{}),
+      opts_(opts) {
+  LINEA_CHECK(opts.momentum >= 0, "[SGD] momentum must be >= 0, got {}", opts.momentum);
+  LINEA_CHECK(!opts.nesterov || opts.momentum > 0, "[SGD] nesterov needs momentum > 0");
+}
+
+namespace {
+
+// Parameters beyond this many elements are updated by all threads; elements are independent, so
+// the result does not depend on the thread count.
+constexpr int64_t kParallelMin = 1 << 16;
+
+template <class T>
+void sgd_loop(T* p, const T* g, T* buf, int64_t n, T lr, T wd, T momentum, bool nesterov, bool first) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    T d = g[i] + wd * p[i];
+    if (buf) {
+      buf[i] = first ? d : momentum * buf[i] + d;
+      d = nesterov ? d + momentum * buf[i] : buf[i];
+    }
+    p[i] -= lr * d;
+  }
+}
+
+template <class T>
+void adamw_loop(T* p, const T* g, T* m, T* v, int64_t n, T decay, T beta1, T beta2, T step_size, T sqrt_bc2, T eps) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] *= decay;
+    m[i] = beta1 * m[i] + (1 - beta1) * g[i];
+    v[i] = beta2 * v[i] + (1 - beta2) * g[i] * g[i];
+    p[i] -= step_size * m[i] / (std::sqrt(v[i]) / sqrt_bc2 + eps);
+  }
+}
+
+}  // namespace
+
+void SGD::update(const Tensor& p, const Tensor& g, State& s, double lr, double weight_decay) {
+  dispatch_floating(p.dtype(), "SGD", [&]<class T>() {
+    T* buf = s.buffers.empty() ? nullptr : s.buffers[0].data<T>();
+    sgd_loop<T>(p.data<T>(), g.data<T>(), buf, p.numel(), T(lr), T(weight_decay), T(opts_.momentum), opts_.nesterov,
+                s.step == 1);
+  });
+}
+
+// ---------------------------------------------------------------- AdamW
+
+AdamW::AdamW(NamedParams params, AdamWOptions opts)
+    : AdamW(std::vector<ParamGroup>{{std::move(params), std::nullopt, std::nullopt}}, opts) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions opts)
+    : Optimizer("AdamW", std::move(groups), opts.lr, opts.weight_decay, {"exp_avg", "exp_avg_sq"}), opts_(opts) {
+  LINEA_CHECK(opts.beta1 >= 0 && opts.beta1 < 1 && opts.beta2 >= 0 && opts.beta2 < 1,
+              "[AdamW] betas must be in [0, 1), got ({}, {})", opts.beta1, opts.beta2);
+  LINEA_CHECK(opts.eps >= 0, "[AdamW] eps must be >= 0, got {}", opts.eps);
+}
+
+void AdamW::update(const Tensor& p, const Tensor& g, State& s, double lr, double weight_decay) {
+  const double t = static_cast<double>(s.step);
+  const double bc1 = 1 - std::pow(opts_.beta1, t), bc2 = 1 - std::pow(opts_.beta2, t);
+  dispatch_floating(p.dtype(), "AdamW", [&]<class T>() {
+    adamw_loop<T>(p.data<T>(), g.data<T>(), s.buffers[0].data<T>(), s.buffers[1].data<T>(), p.numel(),
+                  T(1 - lr * weight_decay), T(opts_.beta1), T(opts_.beta2), T(lr / bc1), T(std::sqrt(bc2)),
+                  T(opts_.eps));
+  });
+}
+
+std::vector<ParamGroup> adamw_param_groups(const Module& module, double weight_decay,
+                                           const std::vector<std::string>& no_decay) {
+  ParamGroup decay{{}, std::nullopt, weight_decay}, keep{{}, std::nullopt, 0.0};
+  for (auto& [n, p] : module.named_parameters()) {
+    bool exempt = p.dim() < 2 || n.find("emb") != std::string::npos;
+    for (const std::string& s : no_decay) exempt = exempt || n.find(s) != std::string::npos;
+    (exempt ? keep : decay).params.emplace_back(n, p);
+  }
+  return {decay, keep};
+}
+
+// ---------------------------------------------------------------- schedule and clipping
+
+double warmup_cosine(int64_t step, const WarmupCosine& s) {
+  LINEA_CHECK(step >= 0 && s.warmup_steps >= 0 && s.total_steps >= s.warmup_steps,
+              "[warmup_cosine] needs step >= 0 and 0 <= warmup_steps <= total_steps, got step {}, warmup {}, total {}",
+              step, s.warmup_steps, s.total_steps);
+  if (step < s.warmup_steps)
+    return s.start_lr + (s.max_lr - s.start_lr) * static_cast<double>(step) / static_cast<double>(s.warmup_steps);
+  if (step >= s.total_steps) return s.min_lr;
+  const double progress =
+      static_cast<double>(step - s.warmup_steps) / static_cast<double>(s.total_steps - s.warmup_steps);
+  return s.min_lr + 0.5 * (s.max_lr - s.min_lr) * (1 + std::cos(std::numbers::pi * progress));
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+  LINEA_CHECK(max_norm > 0, "[clip_grad_norm_] max_norm must be > 0, got {}", max_norm);
+  NoGradGuard no_grad;
+  std::vector<Tensor> grads;
+  double sq = 0;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    LINEA_CHECK(g.device().is_cpu() && g.is_contiguous(),
+                "[clip_grad_norm_] needs contiguous CPU gradients, got one of shape {} on {}", shape_str(g.shape()),
+                g.device());
+    dispatch_floating(g.dtype(), "clip_grad_norm_", [&]<class T>() {
+      const T* d = g.data<T>();
+      for (int64_t i = 0, n = g.numel(); i < n; ++i) sq += static_cast<double>(d[i]) * d[i];
+    });
+    grads.push_back(g);
+  }
+  const double norm = std::sqrt(sq);
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1)
+    for (const Tensor& g : grads)
+      dispatch_floating(g.dtype(), "clip_grad_norm_", [&]<class T>() {
+        T* d = g.data<T>();
+        for (int64_t i = 0, n = g.numel(); i < n; ++i) d[i] *= static_cast<T>(coef);
+      });
+  return norm;
+}
+
+}  // namespace linea::nn
