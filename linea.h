@@ -22,10 +22,14 @@
 #include "linea/autograd/ops_reduce.h"
 
 #include "linea/nn/attention.h"
+#include "linea/nn/checkpoint.h"
 #include "linea/nn/embedding.h"
 #include "linea/nn/functional/attention.h"
 #include "linea/nn/init.h"
 #include "linea/nn/layers.h"
+#include "linea/nn/loss.h"
 #include "linea/nn/norm.h"
+#include "linea/nn/optim.h"
+#include "linea/nn/transformer.h"
 
 #include "linea/cuda/runtime.h"
