@@ -1,0 +1,146 @@
+// Non-causal MHLA (spec §1, §1.1 and the backward of §5.1, §5.2); the public mhla() and
+// mhla_composite() also validate and hand causal calls to mhla_causal.cpp.
+//
+// Tokens are split into M blocks of L (the last block zero-padded after φ). With the augmented
+// values V' = [V | 1] one set of products carries both numerator and normaliser:
+//   S'_j = φ(K_j)ᵀ V'_j = [S_j | z_j]       summaries, [d, dv+1] per block and (b, h) pair
+//   Ŝ'_i = Σ_j W_ij S'_j                    mixing: W @ [M, d·(dv+1)] for every pair
+//   U'_t = φ(q_t) Ŝ'_i,   o_t = U'_t[:dv] / (U'_t[dv] + eps)
+// Layout: token tensors are viewed as [B, H, M, L, c] and summaries are [B, H, M, d, dv+1], so
+// every product is ONE batched gemm call over all (b, h[, block]) — the shared W is a broadcast
+// (stride 0) operand — and the token-major outputs need no copy back. (A block-major layout would
+// make the mixing a single [M, M] @ [M, B·H·d·(dv+1)] GEMM, but then the per-block products
+// loop over blocks or pairs: measured slower at N = 1024, where call overheads dominate.)
+//
+// The backward (spec §5.1, augmented form) is five GEMM groups:
+//   dU' = [Ḡ | δ],  Ḡ = G / r,  δ = −rowsum(G∘O) / r
+//   dφQ = dU' Ŝ'ᵀ,  dŜ' = φQᵀ dU',  dW = dŜ'_flat S'_flatᵀ (sums over all b, h),
+//   dS' = Wᵀ dŜ',   dφK_j = V'_j dS'_jᵀ,  dV_j = φK_j dS'_j[:, :dv]
+// followed by φ'. The official-normaliser variant (§5.2) swaps the δ column for its own terms.
+#include "linea/autograd/function.h"
+#include "linea/autograd/ops_matmul.h"
+#include "linea/autograd/ops_reduce.h"
+#include "linea/nn/functional/attention.h"
+#include "linea/nn/functional/attention_checks.h"
+#include "linea/nn/functional/mhla_detail.h"
+
+namespace linea::nn::functional {
+
+namespace {
+
+Tensor mT(const Tensor& x) { return x.transpose(-2, -1); }
+
+struct Geometry {
+  int64_t B, H, N, d, dv, M, L, Np;  // Np = M·L tokens after padding
+};
+
+Geometry geometry_of(const Tensor& q, const Tensor& v, const MHLAOptions& opts) {
+  const int64_t N = q.size(2), L = opts.block_len, M = (N + L - 1) / L;
+  return {q.size(0), q.size(1), N, q.size(3), v.size(3), M, L, M * L};
+}
+
+void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& opts) {
+  detail::check_qkv("mhla", q, k, v);
+  LINEA_CHECK(q.size(2) > 0 && q.size(3) > 0 && v.size(3) > 0, "[mhla] empty sequence or head dim: q {} / v {}",
+              shape_str(q.shape()), shape_str(v.shape()));
+  LINEA_CHECK(opts.block_len > 0, "[mhla] block_len must be > 0, got {}", opts.block_len);
+  LINEA_CHECK(opts.eps >= 0, "[mhla] eps must be >= 0, got {}", opts.eps);
+  const int64_t N = q.size(2), M = (N + opts.block_len - 1) / opts.block_len;
+  LINEA_CHECK(mix.defined() && mix.dim() == 2 && mix.size(0) == M && mix.size(1) == M,
+              "[mhla] mix must be [M, M] with M = ceil(N / block_len) = ceil({} / {}) = {}, got {}", N,
+              opts.block_len, M, mix.defined() ? shape_str(mix.shape()) : "an undefined tensor");
+  LINEA_CHECK(mix.dtype() == q.dtype() && mix.device() == q.device(),
+              "[mhla] mix ({}, {}) must match q's dtype and device ({}, {})", mix.dtype(), mix.device(), q.dtype(),
+              q.device());
+  LINEA_CHECK(!opts.official_normalizer || !opts.causal, "[mhla] official_normalizer is for the non-causal form only");
+  LINEA_CHECK(!opts.official_normalizer || N % opts.block_len == 0,
+              "[mhla] official_normalizer needs equal blocks: N = {} is not a multiple of block_len = {}", N,
+              opts.block_len);
+}
+
+// Everything the forward computes that the backward reuses.
+struct Pass {
+  Tensor out;      // [B, H, N, dv]
+  Tensor fq, fk;   // φ(Q), φ(K): [B, H, M, L, d], padded rows zero
+  Tensor v1;       // V' = [V | 1]: [B, H, M, L, dv+1], padded rows zero
+  Tensor s, sh;    // S', Ŝ': [B, H, M, d, dv+1]
+  Tensor o, r;     // output and normaliser before the padding is dropped: [B, H, M, L, dv], [.., 1]
+  Tensor c;        // official normaliser only: C_{j,p} = φ(q_{j,p})·z_j, [B, H, M, L]
+};
+
+// The forward from public ops only: run without recording inside the fused op, and recorded
+// (so autograd derives the backward) by mhla_composite.
+Pass forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& opts) {
+  using detail::feature_map, detail::pad_tokens;
+  const Geometry g = geometry_of(q, v, opts);
+  auto blocked = [&](const Tensor& x) { return pad_tokens(x, g.Np).unflatten(2, {g.M, g.L}); };
+  Pass p;
+  p.fq = blocked(feature_map(q, opts.feature_map, opts.eps));
+  p.fk = blocked(feature_map(k, opts.feature_map, opts.eps));
+  p.v1 = blocked(cat({v, ones({g.B, g.H, g.N, 1}, Options(v.dtype(), v.device()))}, -1));
+  p.s = matmul(mT(p.fk), p.v1);                                      // [B, H, M, d, dv+1]
+  p.sh = matmul(mix, p.s.flatten(3)).view(p.s.shape());
+  Tensor u = matmul(p.fq, p.sh);                                     // [B, H, M, L, dv+1]
+  if (opts.official_normalizer) {
+    // r_{i,p} = Σ_j W_ij (φ(q_{j,p}) · z_j) + eps: mixes the same in-block offset of other blocks.
+    p.c = matmul(p.fq, p.s.narrow(-1, g.dv, 1)).squeeze(-1);  // [B, H, M, L]
+    p.r = matmul(mix, p.c).unsqueeze(-1) + opts.eps;
+  } else {
+    p.r = u.narrow(-1, g.dv, 1) + opts.eps;
+  }
+  p.o = u.narrow(-1, 0, g.dv) / p.r;
+  p.out = p.o.view({g.B, g.H, g.Np, g.dv}).narrow(2, 0, g.N);
+  if (g.Np != g.N) p.out = p.out.contiguous();
+  return p;
+}
+
+Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& opts) {
+  const Geometry g = geometry_of(q, v, opts);
+  return custom_function(
+      "mhla", {q, k, v, mix},
+      [&](const std::vector<Tensor>& in) {
+        Pass p = forward(in[0], in[1], in[2], in[3], opts);
+        return Forward{p.out, {in[0], in[1], in[3], p.fq, p.fk, p.v1, p.s, p.sh, p.o, p.r, p.c}};
+      },
+      [g, fm = opts.feature_map, official = opts.official_normalizer](const std::vector<Tensor>& sv,
+                                                                       const Tensor& grad) -> std::vector<Tensor> {
+        const Tensor &q = sv[0], &k = sv[1], &mix = sv[2], &fq = sv[3], &fk = sv[4], &v1 = sv[5];
+        const Tensor &s = sv[6], &sh = sv[7], &o = sv[8], &r = sv[9], &c = sv[10];
+        Tensor gbar = detail::pad_tokens(grad, g.Np).unflatten(2, {g.M, g.L}) / r;  // Ḡ = G / r
+        Tensor delta = -sum(gbar * o, {-1}, true);                                    // δ = −rowsum(G∘O) / r
+        // dU' = [Ḡ | δ]; under the official normaliser r does not come from U', so its column is 0.
+        Tensor du = cat({gbar, official ? zeros_like(delta) : delta}, -1);
+        Tensor dfq = matmul(du, mT(sh));                     // [B, H, M, L, d]
+        Tensor dsh = matmul(mT(fq), du).flatten(3);          // [B, H, M, d·(dv+1)]
+        Tensor dmix = sum(matmul(dsh, mT(s.flatten(3))), {0, 1});  // W is shared: sum over pairs
+        Tensor ds = matmul(mix.t(), dsh).view(s.shape());
+        if (official) {
+          // r = W C + eps (C as [M, L] per pair): dC = Wᵀ δ, dW += Σ_pairs δ Cᵀ, and C = φ(Q_j) z_j
+          // sends dC_{j,p} z_j to φ(q_{j,p}) and φ(Q_j)ᵀ dC_j to z_j, the last column of S'_j.
+          Tensor dc = matmul(mix.t(), delta.squeeze(-1)).unsqueeze(-1);  // [B, H, M, L, 1]
+          dmix = dmix + sum(matmul(delta.squeeze(-1), mT(c)), {0, 1});
+          dfq = dfq + matmul(dc, mT(s.narrow(-1, g.dv, 1)));
+          Tensor dz = matmul(mT(fq), dc);  // [B, H, M, d, 1]
+          ds = ds + cat({zeros({g.B, g.H, g.M, g.d, g.dv}, Options(dz.dtype(), dz.device())), dz}, -1);
+        }
+        Tensor dfk = matmul(v1, mT(ds));                     // [B, H, M, L, d]
+        Tensor dv = matmul(fk, ds.narrow(-1, 0, g.dv));      // [B, H, M, L, dv]
+        auto tokens = [&](const Tensor& x) { return x.view({g.B, g.H, g.Np, x.size(-1)}).narrow(2, 0, g.N); };
+        return {detail::feature_map_backward(tokens(dfq), q, fm), detail::feature_map_backward(tokens(dfk), k, fm),
+                tokens(dv), dmix};
+      });
+}
+
+}  // namespace
+
+Tensor mhla(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, MHLAOptions opts) {
+  check_inputs(q, k, v, mix, opts);
+  return opts.causal ? detail::mhla_causal(q, k, v, mix, opts) : fused(q, k, v, mix, opts);
+}
+
+Tensor mhla_composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, MHLAOptions opts) {
+  check_inputs(q, k, v, mix, opts);
+  return opts.causal ? detail::mhla_causal_composite(q, k, v, mix, opts) : forward(q, k, v, mix, opts).out;
+}
+
+}  // namespace linea::nn::functional

@@ -1,0 +1,256 @@
+// Non-causal MHLA: the fused operator (hand-written backward) against the same algorithm composed
+// from primitive ops (autograd backward) and against the quadratic oracle of spec §1; gradchecks;
+// the identities with linear attention; large inputs; errors. The causal form: test_mhla_causal.cpp.
+#include <cmath>
+
+#include "helpers.h"
+
+using namespace linea;
+using namespace linea::nn::functional;
+using linea::testing::allclose;
+using linea::testing::randn64;
+
+namespace {
+
+struct Case {
+  int64_t B, H, N, L, d, dv;
+};
+// M = 3 equal blocks; unequal (5, 5, 2); M = 1; M = 5 with a last block of 1.
+const Case kCases[] = {{2, 2, 12, 4, 3, 5}, {1, 2, 12, 5, 4, 3}, {2, 1, 7, 7, 3, 2}, {1, 1, 9, 2, 2, 2}};
+const FeatureMap kMaps[] = {FeatureMap::ReluEps, FeatureMap::Elu1, FeatureMap::Relu, FeatureMap::Identity};
+
+int64_t blocks_of(const Case& c) { return (c.N + c.L - 1) / c.L; }
+
+MHLAOptions options(const Case& c, FeatureMap fm) {
+  MHLAOptions o;
+  o.block_len = c.L;
+  o.feature_map = fm;
+  return o;
+}
+
+// Inputs with positive denominators: W in [0.1, 1.1); under Identity q, k are positive too.
+struct Inputs {
+  Tensor q, k, v, mix;
+};
+Inputs inputs(const Case& c, FeatureMap fm, uint64_t seed) {
+  Inputs in{randn64({c.B, c.H, c.N, c.d}, seed), randn64({c.B, c.H, c.N, c.d}, seed + 1),
+            randn64({c.B, c.H, c.N, c.dv}, seed + 2), Tensor()};
+  if (fm == FeatureMap::Identity) {
+    in.q = (abs(in.q) + 0.1).detach().requires_grad_();
+    in.k = (abs(in.k) + 0.1).detach().requires_grad_();
+  }
+  Generator g(seed + 3);
+  const int64_t M = blocks_of(c);
+  in.mix = (rand({M, M}, g, float64) + 0.1).requires_grad_();
+  return in;
+}
+
+// φ written out independently of the library's.
+Tensor phi(const Tensor& x, FeatureMap fm, double eps) {
+  switch (fm) {
+    case FeatureMap::ReluEps: return relu(x) + eps;
+    case FeatureMap::Elu1: return where(gt(x, zeros_like(x)), x + 1.0, exp(x));
+    case FeatureMap::Relu: return relu(x);
+    case FeatureMap::Identity: return x;
+  }
+  return x;
+}
+
+// The block expansion E[t, u] = W[b(t), b(u)] as [N, N].
+Tensor expand_blocks(const Tensor& mix, int64_t N, int64_t L) {
+  std::vector<int64_t> b(N);
+  for (int64_t t = 0; t < N; ++t) b[t] = t / L;
+  Tensor idx = from_vector(b);
+  return index_select(index_select(mix, 0, idx), 1, idx);
+}
+
+// Spec §1: A = (φ(Q) φ(K)ᵀ) ∘ E, O = diag(A1 + eps)⁻¹ A V — quadratic in N, primitive ops only.
+Tensor oracle(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& o) {
+  Tensor a = matmul(phi(q, o.feature_map, o.eps), phi(k, o.feature_map, o.eps).transpose(-1, -2)) *
+             expand_blocks(mix, q.size(2), o.block_len);
+  return matmul(a, v) / (sum(a, {-1}, true) + o.eps);
+}
+
+// Spec §1.1: the same numerator over r_{i,p} = Σ_j W_ij (φ(q_{j,p}) · z_j) + eps (equal blocks).
+Tensor official_oracle(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& o) {
+  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), L = o.block_len, M = N / L;
+  Tensor fq = phi(q, o.feature_map, o.eps), fk = phi(k, o.feature_map, o.eps);
+  Tensor a = matmul(fq, fk.transpose(-1, -2)) * expand_blocks(mix, N, L);
+  Tensor z = sum(fk.unflatten(2, {M, L}), {3}, true);         // [B, H, M, 1, d]
+  Tensor c = sum(fq.unflatten(2, {M, L}) * z, {-1});          // [B, H, M, L]
+  Tensor r = (matmul(mix, c) + o.eps).view({B, H, N, 1});
+  return matmul(a, v) / r;
+}
+
+// Gradients of sum(f(q, k, v, mix) * w) for a fixed random w: dq, dk, dv, dmix.
+template <class F>
+std::vector<Tensor> grads(F f, const Inputs& in, uint64_t seed) {
+  std::vector<Tensor> leaves;
+  for (const Tensor& t : {in.q, in.k, in.v, in.mix}) leaves.push_back(t.detach().requires_grad_());
+  Tensor out = f(leaves[0], leaves[1], leaves[2], leaves[3]);
+  out.backward(randn64(out.shape(), seed, false));
+  return {leaves[0].grad(), leaves[1].grad(), leaves[2].grad(), leaves[3].grad()};
+}
+
+}  // namespace
+
+TEST_CASE("mhla: fused == composite == quadratic oracle (forward, float64)") {
+  for (const Case& c : kCases)
+    for (FeatureMap fm : kMaps) {
+      CAPTURE(c.N);
+      CAPTURE(c.L);
+      CAPTURE(static_cast<int>(fm));
+      Inputs in = inputs(c, fm, 10);
+      MHLAOptions o = options(c, fm);
+      Tensor want = oracle(in.q, in.k, in.v, in.mix, o);
+      CHECK(allclose(mhla(in.q, in.k, in.v, in.mix, o), want, 1e-12, 1e-10));
+      CHECK(allclose(mhla_composite(in.q, in.k, in.v, in.mix, o), want, 1e-12, 1e-10));
+    }
+}
+
+TEST_CASE("mhla: float64 gradcheck of q, k, v and mix (every feature map, M = 1, unequal blocks)") {
+  // Small shapes: gradcheck runs two forwards per input element.
+  const Case cases[] = {{1, 2, 8, 4, 2, 3}, {2, 1, 7, 3, 2, 2}, {1, 1, 5, 5, 2, 2}};
+  for (const Case& c : cases)
+    for (FeatureMap fm : kMaps) {
+      CAPTURE(c.N);
+      CAPTURE(c.L);
+      CAPTURE(static_cast<int>(fm));
+      Inputs in = inputs(c, fm, 20);
+      MHLAOptions o = options(c, fm);
+      CHECK_GRADCHECK([o](const std::vector<Tensor>& x) { return mhla(x[0], x[1], x[2], x[3], o); },
+                      {in.q, in.k, in.v, in.mix});
+    }
+}
+
+TEST_CASE("mhla: non-contiguous inputs (q, k, v as transposed views of [B, N, H, e])") {
+  const Case c{1, 2, 7, 3, 2, 3};
+  Tensor q = randn64({c.B, c.N, c.H, c.d}, 30).transpose(1, 2);
+  Tensor k = randn64({c.B, c.N, c.H, c.d}, 31).transpose(1, 2);
+  Tensor v = randn64({c.B, c.N, c.H, c.dv}, 32).transpose(1, 2);
+  REQUIRE_FALSE(q.is_contiguous());
+  Generator g(33);
+  Tensor mix = (rand({3, 3}, g, float64) + 0.1).requires_grad_();
+  MHLAOptions o = options(c, FeatureMap::Elu1);
+  CHECK(allclose(mhla(q, k, v, mix, o), oracle(q, k, v, mix, o), 1e-12, 1e-10));
+  Tensor ql = q.detach().requires_grad_(), kl = k.detach().requires_grad_(), vl = v.detach().requires_grad_();
+  CHECK_GRADCHECK([o](const std::vector<Tensor>& x) { return mhla(x[0], x[1], x[2], x[3], o); }, {ql, kl, vl, mix});
+}
+
+TEST_CASE("mhla: fused backward == composite (autograd) backward to 1e-10") {
+  for (const Case& c : kCases)
+    for (FeatureMap fm : kMaps) {
+      CAPTURE(c.N);
+      CAPTURE(c.L);
+      CAPTURE(static_cast<int>(fm));
+      Inputs in = inputs(c, fm, 40);
+      MHLAOptions o = options(c, fm);
+      auto fused = grads([o](auto q, auto k, auto v, auto m) { return mhla(q, k, v, m, o); }, in, 41);
+      auto comp = grads([o](auto q, auto k, auto v, auto m) { return mhla_composite(q, k, v, m, o); }, in, 41);
+      for (size_t i = 0; i < 4; ++i) {
+        CAPTURE(i);
+        CHECK(allclose(fused[i], comp[i], 1e-10, 1e-10));
+      }
+    }
+}
+
+TEST_CASE("mhla: official (vision code) normaliser: oracle, composite, gradcheck") {
+  const Case c{2, 2, 9, 3, 2, 3};
+  for (FeatureMap fm : {FeatureMap::ReluEps, FeatureMap::Elu1}) {
+    Inputs in = inputs(c, fm, 50);
+    MHLAOptions o = options(c, fm);
+    o.official_normalizer = true;
+    Tensor want = official_oracle(in.q, in.k, in.v, in.mix, o);
+    CHECK(allclose(mhla(in.q, in.k, in.v, in.mix, o), want, 1e-12, 1e-10));
+    // It is a different function from the clean form unless W is diagonal.
+    CHECK(max(abs(want - oracle(in.q, in.k, in.v, in.mix, options(c, fm)))).item() > 1e-3);
+    CHECK_GRADCHECK([o](const std::vector<Tensor>& x) { return mhla(x[0], x[1], x[2], x[3], o); },
+                    {in.q, in.k, in.v, in.mix});
+    auto fused = grads([o](auto q, auto k, auto v, auto m) { return mhla(q, k, v, m, o); }, in, 51);
+    auto comp = grads([o](auto q, auto k, auto v, auto m) { return mhla_composite(q, k, v, m, o); }, in, 51);
+    for (size_t i = 0; i < 4; ++i) CHECK(allclose(fused[i], comp[i], 1e-10, 1e-10));
+  }
+  // With a diagonal W both normalisers agree.
+  Inputs in = inputs(c, FeatureMap::ReluEps, 52);
+  MHLAOptions o = options(c, FeatureMap::ReluEps), off = o;
+  off.official_normalizer = true;
+  Tensor diag = eye(3, float64) * 0.7;
+  CHECK(allclose(mhla(in.q, in.k, in.v, diag, off), mhla(in.q, in.k, in.v, diag, o), 1e-12, 1e-10));
+}
+
+TEST_CASE("mhla: identities with linear attention") {
+  const int64_t B = 2, H = 2, N = 12, d = 3, dv = 4;
+  Tensor q = randn64({B, H, N, d}, 60, false), k = randn64({B, H, N, d}, 61, false), v = randn64({B, H, N, dv}, 62, false);
+  for (FeatureMap fm : {FeatureMap::ReluEps, FeatureMap::Elu1}) {
+    LinearAttentionOptions lo;
+    lo.feature_map = fm;
+    MHLAOptions o;
+    o.feature_map = fm;
+    // M = 1, W = [[1]]: one block is plain linear attention.
+    o.block_len = N;
+    CHECK(allclose(mhla(q, k, v, ones({1, 1}, float64), o), linear_attention(q, k, v, lo), 1e-12, 1e-10));
+    // W all ones (M = 4): every block reads the sum of all summaries, i.e. linear attention again.
+    o.block_len = 3;
+    CHECK(allclose(mhla(q, k, v, ones({4, 4}, float64), o), linear_attention(q, k, v, lo), 1e-12, 1e-10));
+    // W = I (M = 3, unequal blocks 5, 5, 2): each block attends only to itself.
+    o.block_len = 5;
+    std::vector<Tensor> parts;
+    for (int64_t s = 0; s < N; s += 5) {
+      const int64_t n = std::min<int64_t>(5, N - s);
+      parts.push_back(linear_attention(q.narrow(2, s, n), k.narrow(2, s, n), v.narrow(2, s, n), lo));
+    }
+    CHECK(allclose(mhla(q, k, v, eye(3, float64), o), cat(parts, 2), 1e-12, 1e-10));
+  }
+}
+
+TEST_CASE("mhla: large inputs (|x| ~ 1e3, N = 16384) stay finite and match float64") {
+  const int64_t N = 16384, d = 16, dv = 16, L = 128, M = N / L;
+  Generator g(70);
+  Tensor q = randn({1, 1, N, d}, g) * 1e3, k = randn({1, 1, N, d}, g) * 1e3, v = randn({1, 1, N, dv}, g) * 1e3;
+  Tensor mix = rand({M, M}, g);
+  MHLAOptions o;
+  o.block_len = L;
+  Tensor q32 = q.detach().requires_grad_(), q64 = q.to(float64).requires_grad_();
+  Tensor out = mhla(q32, k, v, mix, o), ref = mhla(q64, k.to(float64), v.to(float64), mix.to(float64), o);
+  out.backward(ones_like(out));
+  ref.backward(ones_like(ref));
+  // Summaries reach ~1e10 and normalisers ~1e14, yet o and dq keep float32 accuracy relative to
+  // their own size (measured: 5e-7 and 3e-7; tolerance 1e-5).
+  auto rel_err = [](const Tensor& a, const Tensor& b) {
+    return max(abs(a.to(float64) - b)).item() / max(abs(b)).item();
+  };
+  CHECK(std::isfinite(sum(out).item()));
+  CHECK(std::isfinite(sum(abs(q32.grad())).item()));
+  INFO("relative error: o " << rel_err(out, ref) << ", dq " << rel_err(q32.grad(), q64.grad()));
+  CHECK(rel_err(out, ref) <= 1e-5);
+  CHECK(rel_err(q32.grad(), q64.grad()) <= 1e-5);
+}
+
+TEST_CASE("mhla: errors name the op and the shapes") {
+  Tensor q = randn64({1, 2, 8, 3}, 80, false), k = randn64({1, 2, 8, 3}, 81, false), v = randn64({1, 2, 8, 4}, 82, false);
+  Tensor mix = ones({2, 2}, float64);
+  MHLAOptions o;
+  o.block_len = 4;
+  auto throws = [](auto f, const char* what) { CHECK_THROWS_WITH_AS(f(), doctest::Contains(what), Error); };
+  throws([&] { return mhla(q, k, v, ones({3, 3}, float64), o); }, "[mhla] mix must be [M, M]");
+  throws([&] { return mhla(q, k, v, ones({2, 3}, float64), o); }, "[mhla] mix must be [M, M]");
+  throws([&] { return mhla(q, k, v, Tensor(), o); }, "[mhla] mix must be [M, M]");
+  throws([&] { return mhla(q, k, v, ones({2, 2}), o); }, "[mhla] mix");
+  throws([&] { return mhla(q, k.to(float32), v, mix, o); }, "[mhla]");
+  throws([&] { return mhla(q, randn64({1, 2, 8, 5}, 83, false), v, mix, o); }, "[mhla]");
+  throws([&] { return mhla(q, k, randn64({1, 2, 7, 4}, 84, false), mix, o); }, "[mhla]");
+  throws([&] { return mhla(q.view({2, 8, 3}), k, v, mix, o); }, "[mhla]");
+  throws([&] { return mhla_composite(q, k, v, ones({3, 3}, float64), o); }, "[mhla] mix must be [M, M]");
+  for (int64_t bad : {0, -4}) {
+    MHLAOptions b = o;
+    b.block_len = bad;
+    throws([&] { return mhla(q, k, v, mix, b); }, "[mhla] block_len must be > 0");
+  }
+  MHLAOptions off = o;
+  off.official_normalizer = true;
+  off.block_len = 3;  // 8 tokens in blocks of 3
+  throws([&] { return mhla(q, k, v, ones({3, 3}, float64), off); }, "[mhla] official_normalizer needs equal blocks");
+  off.block_len = 4;
+  off.causal = true;
+  throws([&] { return mhla(q, k, v, mix, off); }, "[mhla] official_normalizer is for the non-causal form");
+}
