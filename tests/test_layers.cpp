@@ -1,6 +1,7 @@
 // nn layers: values against independent loops, float64 gradchecks of every layer (parameters
 // included), initialisers, seeded dropout, hierarchical names, state dicts, errors.
 #include <cmath>
+#include <algorithm>
 #include <map>
 
 #include "helpers.h"
@@ -435,4 +436,121 @@ TEST_CASE("state_dict round trip reproduces the outputs exactly; load errors lis
     CHECK(msg.find("'0.weight': expected (4,)") != std::string::npos);
   }
   CHECK(a->forward(x).to_vector() == b->forward(x).to_vector());  // nothing was modified
+}
+
+// ---------------------------------------------------------------------------------------------
+// TransformerBlock
+
+namespace {
+nn::TransformerBlockConfig block_config(const std::string& kind, bool causal, int64_t dim = 8) {
+  nn::TransformerBlockConfig c;
+  c.dim = dim;
+  c.heads = 2;
+  c.mlp_ratio = 2;
+  c.attention = kind;
+  c.causal = causal;
+  c.grid = 2;       // non-causal mhla: 4 blocks
+  c.block_len = 2;  // causal mhla: chunks of 2 tokens
+  c.max_len = 8;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("TransformerBlock: pre-norm wiring, names and parameter counts for each attention") {
+  for (const std::string kind : {"softmax", "linear", "mhla"}) {
+    CAPTURE(kind);
+    manual_seed(4);
+    nn::TransformerBlock blk(block_config(kind, false));
+    Tensor x = randn({2, 8, 8});
+    Tensor h = x + blk.attn->forward(blk.ln1->forward(x));
+    CHECK(allclose(blk.forward(x), h + blk.mlp->forward(blk.ln2->forward(h)), 0, 0));
+    const int64_t d = 8, hidden = 16;
+    const int64_t common = 2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * hidden + hidden + hidden * d + d);
+    CHECK(blk.num_parameters() == common + (kind == "mhla" ? 4 * 4 : 0));
+    auto n = names(blk);
+    CHECK(n.front() == "ln1.weight");
+    CHECK(std::find(n.begin(), n.end(), "attn.qkv.weight") != n.end());
+    CHECK(std::find(n.begin(), n.end(), "mlp.fc2.bias") != n.end());
+    CHECK((std::find(n.begin(), n.end(), "attn.mix") != n.end()) == (kind == "mhla"));
+  }
+}
+
+TEST_CASE("TransformerBlock gradcheck (float64) for each attention kind, causal and not") {
+  for (const std::string kind : {"softmax", "linear", "mhla"})
+    for (bool causal : {false, true}) {
+      CAPTURE(kind);
+      CAPTURE(causal);
+      manual_seed(6);
+      auto blk = make64<nn::TransformerBlock>(block_config(kind, causal, 4));  // small: ~170 inputs to perturb
+      // A positive qkv bias keeps q, k away from the feature map's kink at 0 and the linear kinds'
+      // normalisers away from 0, where finite differences are unreliable.
+      nn::constant_(std::dynamic_pointer_cast<nn::QKVAttention>(blk->attn)->qkv->bias, 1.0);
+      // causal MHLA: 7 tokens, so the last chunk is padded; non-causal MHLA needs N = 4 blocks x 2.
+      const int64_t n = kind == "mhla" && !causal ? 8 : 7;
+      check_module_gradients(*blk, randn64({1, n, 4}, 13));
+    }
+}
+
+TEST_CASE("TransformerBlock: causal blocks do not look ahead; dropout only in training") {
+  for (const std::string kind : {"softmax", "linear", "mhla"}) {
+    CAPTURE(kind);
+    nn::TransformerBlock blk(block_config(kind, true));
+    Tensor x = randn({1, 6, 8});
+    Tensor x2 = x.clone();
+    nn::normal_(x2.narrow(1, 4, 2));  // change the last two tokens only
+    CHECK(allclose(blk.forward(x).narrow(1, 0, 4), blk.forward(x2).narrow(1, 0, 4), 0, 0));
+    CHECK(max(abs(blk.forward(x).narrow(1, 4, 2) - blk.forward(x2).narrow(1, 4, 2))).item() > 1e-3);
+  }
+  auto c = block_config("softmax", false);
+  c.dropout = 0.5;
+  nn::TransformerBlock blk(c);
+  Tensor x = randn({2, 4, 8});
+  CHECK(blk.forward(x).to_vector() != blk.forward(x).to_vector());
+  blk.eval();
+  CHECK(blk.forward(x).to_vector() == blk.forward(x).to_vector());
+}
+
+namespace {
+// A two-block model, to see hierarchical names the way a real model has them.
+struct TinyModel : nn::Module {
+  explicit TinyModel(const std::string& kind) : Module("TinyModel") {
+    blocks = register_module("blocks", std::make_shared<nn::Sequential>());
+    for (int i = 0; i < 2; ++i) blocks->push_back(std::make_shared<nn::TransformerBlock>(block_config(kind, false)));
+    norm = register_module("norm", std::make_shared<nn::LayerNorm>(8));
+  }
+  Tensor forward(const Tensor& x) override { return norm->forward(blocks->forward(x)); }
+  std::shared_ptr<nn::Sequential> blocks;
+  std::shared_ptr<nn::LayerNorm> norm;
+};
+}  // namespace
+
+TEST_CASE("TransformerBlock in a model: hierarchical names, state_dict round trip, load errors") {
+  manual_seed(7);
+  TinyModel a("mhla");
+  manual_seed(8);
+  TinyModel b("mhla");
+  auto n = names(a);
+  CHECK(std::find(n.begin(), n.end(), "blocks.0.attn.qkv.weight") != n.end());
+  CHECK(std::find(n.begin(), n.end(), "blocks.1.attn.mix") != n.end());
+  CHECK(std::find(n.begin(), n.end(), "blocks.1.mlp.fc1.bias") != n.end());
+  CHECK(n.back() == "norm.bias");
+  Tensor x = randn({1, 8, 8});
+  b.load_state_dict(a.state_dict());
+  CHECK(a.forward(x).to_vector() == b.forward(x).to_vector());
+  nn::StateDict sd = a.state_dict();
+  sd["blocks.0.attn.mix"] = zeros({3, 3});
+  CHECK_THROWS_WITH_AS(b.load_state_dict(sd), doctest::Contains("'blocks.0.attn.mix': expected (4, 4)"), Error);
+  TinyModel soft("softmax");
+  CHECK_THROWS_WITH_AS(soft.load_state_dict(a.state_dict()), doctest::Contains("unexpected key 'blocks.0.attn.mix'"),
+                       Error);
+}
+
+TEST_CASE("TransformerBlock errors") {
+  auto c = block_config("flash", false);
+  CHECK_THROWS_WITH_AS(nn::TransformerBlock{c},
+                       doctest::Contains("unknown attention 'flash': expected one of softmax, linear, mhla"), Error);
+  nn::TransformerBlock blk(block_config("linear", false));
+  CHECK_THROWS_WITH_AS(blk.forward(randn({8, 8})), doctest::Contains("[TransformerBlock] expected input [B, N, 8]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(blk.forward(randn({1, 4, 6})), doctest::Contains("[TransformerBlock]"), Error);
 }
