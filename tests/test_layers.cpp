@@ -272,6 +272,7 @@ TEST_CASE("PatchEmbed: raster patches equal a stride-p convolution; block_major 
         for (int64_t p2 = 0; p2 < 2; ++p2) perm.push_back((hb * 2 + p1) * 4 + wb * 2 + p2);
   CHECK(perm == std::vector<int64_t>{0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15});
   CHECK(allclose(pe.forward(x), index_select(y, 1, from_vector(perm)), 0, 0));
+  CHECK(nn::block_major_order(4, 4, 2).to_vector_as<int64_t>() == perm);  // the attention layers' own ordering
   pe.block_major(4);  // the whole grid is one block: raster order again
   CHECK(allclose(pe.forward(x), y, 0, 0));
 }
