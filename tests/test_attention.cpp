@@ -202,6 +202,20 @@ TEST_CASE("attention_matrix for MHLA: block weights, all-ones = linear, identity
   CHECK(ac.at({0, 1, 3, 40}) == 0);
 }
 
+TEST_CASE("attention_matrix for MHLA reproduces the mhla op: A @ V == mhla(q, k, v, mix)") {
+  const int64_t N = 50;
+  Tensor q = randn64({1, 2, N, 4}, 32, false), k = randn64({1, 2, N, 4}, 33, false), v = randn64({1, 2, N, 3}, 34, false);
+  Generator g(35);
+  Tensor w = rand({4, 4}, g, float64);
+  for (bool causal : {false, true}) {
+    CAPTURE(causal);
+    F::MHLAOptions o;
+    o.causal = causal, o.block_len = 16, o.feature_map = F::FeatureMap::Elu1;
+    CHECK(allclose(matmul(F::attention_matrix(F::AttentionKind::MHLA, q, k, w, o), v), F::mhla(q, k, v, w, o), 1e-12,
+                   1e-10));
+  }
+}
+
 TEST_CASE("attention errors name the op and the shapes") {
   Tensor q = randn64({1, 2, 8, 4}, 24, false), v = randn64({1, 2, 8, 3}, 25, false);
   auto throws = [](auto f, const char* what) { CHECK_THROWS_WITH_AS(f(), doctest::Contains(what), Error); };
