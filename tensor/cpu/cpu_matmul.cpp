@@ -54,9 +54,11 @@ void gemm_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, in
     cblas_dgemm(CblasRowMajor, TA, TB, M, N, K, 1.0, a, lda, b, ldb, 0.0, c, ldc);
 }
 
-// Below this many multiply-adds per matrix, batches run in parallel (one BLAS thread each); above
-// it each gemm is big enough for BLAS to use every thread by itself.
+// Below kSmallGemm multiply-adds per matrix, batches run in parallel (one BLAS thread each); above
+// it each gemm is big enough for BLAS to use every thread by itself. Under kMinParallelWork in
+// all, waking a thread team costs more than the work (and on a loaded machine far more).
 constexpr int64_t kSmallGemm = 256 * 256 * 256;
+constexpr int64_t kMinParallelWork = 64 * 64 * 64;
 
 }  // namespace
 
@@ -87,7 +89,8 @@ void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out)
       gemm_call<T>(false, vb.trans, batch * M, N, K, pa, va.ld, pb, vb.ld, pc, N);
       return;
     }
-#pragma omp parallel for schedule(static) if (batch > 1 && M * N * K <= kSmallGemm)
+#pragma omp parallel for schedule(static) \
+    if (batch > 1 && M * N * K <= kSmallGemm && batch * M * N * K >= kMinParallelWork)
     for (int64_t i = 0; i < batch; ++i)
       gemm_call<T>(va.trans, vb.trans, M, N, K, pa + i * sa, va.ld, pb + i * sb, vb.ld, pc + i * M * N, N);
   });
