@@ -473,8 +473,12 @@ Metadata load_checkpoint(const std::string& path, Module& model, Optimizer& opti
     else if (k.starts_with("optim.")) optim_sd.emplace(k.substr(6), t);
     else throw Error(fmt::format("[load_checkpoint] '{}': key \"{}\" is neither model.* nor optim.*", path, k));
   }
-  model.load_state_dict(model_sd);
-  optimizer.load_state_dict(optim_sd);
+  try {
+    model.load_state_dict(model_sd);
+    optimizer.load_state_dict(optim_sd);
+  } catch (const Error& e) {  // say which file did not fit
+    throw Error(fmt::format("[load_checkpoint] '{}': {}", path, e.what()));
+  }
   return std::move(file.metadata);
 }
 

@@ -104,6 +104,7 @@ void Optimizer::load_state_dict(const StateDict& state) {
       const Tensor* step = take(n + ".step", {}, DType::Int64);
       State s;
       if (step) s.step = static_cast<int64_t>(step->item());
+      if (s.step < 0) problems.push_back(fmt::format("'{}.step' is negative ({})", n, s.step));
       for (const std::string& b : buffer_names_) {
         const Tensor* buf = take(n + "." + b, p.shape(), p.dtype());
         if (buf) s.buffers.push_back(buf->to(p.device()).clone());
@@ -232,7 +233,10 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
                 g.device());
     dispatch_floating(g.dtype(), "clip_grad_norm_", [&]<class T>() {
       const T* d = g.data<T>();
-      for (int64_t i = 0, n = g.numel(); i < n; ++i) sq += static_cast<double>(d[i]) * d[i];
+      double acc = 0;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t i = 0; i < g.numel(); ++i) acc += static_cast<double>(d[i]) * d[i];
+      sq += acc;
     });
     grads.push_back(g);
   }

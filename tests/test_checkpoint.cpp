@@ -194,6 +194,8 @@ TEST_CASE("load_checkpoint: missing, mis-shaped and foreign keys give clear erro
   };
   CHECK_THROWS_WITH_AS(load_modified([](nn::StateDict& sd) { sd.erase("model.b"); }),
                        doctest::Contains("missing key 'b'"), Error);
+  CHECK_THROWS_WITH_AS(load_modified([](nn::StateDict& sd) { sd.erase("model.b"); }),
+                       doctest::Contains(("[load_checkpoint] '" + bad + "'").c_str()), Error);
   CHECK_THROWS_WITH_AS(load_modified([](nn::StateDict& sd) { sd["model.w"] = zeros({3, 4}, float64); }),
                        doctest::Contains("'w': expected (4, 3) float64, got (3, 4) float64"), Error);
   CHECK_THROWS_WITH_AS(load_modified([](nn::StateDict& sd) { sd.erase("optim.w.exp_avg"); }),

@@ -1,6 +1,7 @@
 // Losses: the fused cross_entropy against log_softmax + gather composed from primitive ops,
 // float64 gradchecks (ignore_index, label smoothing, every reduction), stability, errors; mse_loss.
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "helpers.h"
@@ -102,6 +103,12 @@ TEST_CASE("cross_entropy is stable for logits ~1e4 in float32") {
   CHECK(l.item() == 2e4);
   l.backward();
   CHECK(y.grad().to_vector() == std::vector<double>{1, 0, -1});
+  // Masked (-inf) logits: probability 0, finite loss (and infinite with smoothing, as in PyTorch).
+  const float ninf = -std::numeric_limits<float>::infinity();
+  Tensor masked = from_vector<float>({0.5f, ninf, -0.5f, ninf}, {1, 4});
+  CHECK(nn::cross_entropy(masked, from_vector<int64_t>({0}, {1})).item() ==
+        doctest::Approx(std::log(1 + std::exp(-1.0))).epsilon(1e-6));
+  CHECK(std::isinf(nn::cross_entropy(masked, from_vector<int64_t>({0}, {1}), {.label_smoothing = 0.1}).item()));
   // Gradients stay finite and each row of (softmax - one_hot) sums to 0.
   Tensor xg = x.detach().requires_grad_();
   nn::cross_entropy(xg, t, {.label_smoothing = 0.1}).backward();

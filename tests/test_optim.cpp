@@ -219,6 +219,9 @@ TEST_CASE("optimizer load_state_dict errors name the key") {
   nn::StateDict extra = good;
   extra["v.step"] = scalar(1, int64);
   CHECK_THROWS_WITH_AS(opt.load_state_dict(extra), doctest::Contains("unexpected key 'v.step'"), Error);
+  nn::StateDict negative = good;
+  negative["w.step"] = scalar(-3, int64);
+  CHECK_THROWS_WITH_AS(opt.load_state_dict(negative), doctest::Contains("'w.step' is negative (-3)"), Error);
   nn::StateDict nogroup = good;
   nogroup.erase("param_groups.0.lr");
   CHECK_THROWS_WITH_AS(opt.load_state_dict(nogroup), doctest::Contains("missing key 'param_groups.0.lr'"), Error);
