@@ -74,7 +74,7 @@ struct Inputs {
 };
 
 // q, k, v as non-contiguous [B,H,N,·] views of wider [B,N,H,·] leaves (as a qkv projection makes
-// them), or contiguous.
+// them) and a transposed mix, or all contiguous.
 Inputs make_inputs(const Case& c, uint64_t seed, bool contiguous = false) {
   auto make = [&](int64_t e, uint64_t sd) {
     if (contiguous) return randn64({c.B, c.H, c.N, e}, sd);
@@ -82,7 +82,8 @@ Inputs make_inputs(const Case& c, uint64_t seed, bool contiguous = false) {
     return wide.permute({0, 2, 1, 3}).narrow(3, 0, e).detach().requires_grad_();
   };
   const int64_t M = chunks(c);
-  return {make(c.d, seed), make(c.d, seed + 1), make(c.dv, seed + 2), randn64({M, M}, seed + 3)};
+  Tensor mix = contiguous ? randn64({M, M}, seed + 3) : randn64({M, M}, seed + 3, false).t().detach().requires_grad_();
+  return {make(c.d, seed), make(c.d, seed + 1), make(c.dv, seed + 2), mix};
 }
 
 double max_diff(const Tensor& a, const Tensor& b) { return max(abs(a - b)).item(); }
