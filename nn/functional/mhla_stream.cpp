@@ -36,9 +36,10 @@ Tensor MHLAStream::step(const Tensor& q, const Tensor& k, const Tensor& v) {
               "[MHLAStream] q, k, v and mix must be on one device");
   const Shape state{q.size(0), q.size(1), q.size(2), v.size(2)};
   LINEA_CHECK(!running_.defined() || running_.shape() == state,
-              "[MHLAStream] shapes changed mid-stream: the state is {}, this step needs {}", shape_str(running_.shape()),
-              shape_str(state));
-  LINEA_CHECK(pos_ < M * C, "[MHLAStream] position {} exceeds the mixing matrix's M*block_len = {}*{} = {} tokens",
+              "[MHLAStream] shapes changed mid-stream: the state is {}, this step needs {}",
+              shape_str(running_.shape()), shape_str(state));
+  LINEA_CHECK(pos_ < M * C,
+              "[MHLAStream] position {} exceeds the mixing matrix's M*block_len = {}*{} = {} tokens",
               pos_, M, C, M * C);
 
   const double s = opts_.scale != 0 ? opts_.scale : 1.0 / std::sqrt(static_cast<double>(q.size(2)));
