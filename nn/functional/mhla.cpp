@@ -9,8 +9,8 @@
 // Layout: token tensors are viewed as [B, H, M, L, c] and summaries are [B, H, M, d, dv+1], so
 // every product is ONE batched gemm call over all (b, h[, block]) — the shared W is a broadcast
 // (stride 0) operand — and the token-major outputs need no copy back. (A block-major layout would
-// make the mixing a single [M, M] @ [M, B·H·d·(dv+1)] GEMM, but then the per-block products
-// loop over blocks or pairs: measured slower at N = 1024, where call overheads dominate.)
+// make the mixing a single [M, M] @ [M, B·H·d·(dv+1)] GEMM, but then each per-block product is
+// M or B·H kernel calls instead of one, or needs a layout copy; the mixing is the cheap part.)
 //
 // The backward (spec §5.1, augmented form) is five GEMM groups:
 //   dU' = [Ḡ | δ],  Ḡ = G / r,  δ = −rowsum(G∘O) / r
