@@ -104,22 +104,26 @@ void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, cons
   {
     double* pw = part.empty() ? nullptr : part.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * n;
     double* pb = pw ? pw + n : nullptr;
+    // This row's xhat and g = dy * weight, in double, so the loops below are plain vector loops.
+    std::vector<double> scratch(2 * static_cast<size_t>(n));
+    double *xh = scratch.data(), *gw = xh + n;
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const T *gr = gp + r * n, *xr = xp + r * n;
       T* dr = dxp + r * n;
       const double m = Center ? static_cast<double>(mp[r]) : 0.0, rs = rp[r];
-      auto xhat = [&](int64_t j) { return (xr[j] - m) * rs; };
-      auto g = [&](int64_t j) { return w ? static_cast<double>(gr[j]) * w[j] : static_cast<double>(gr[j]); };
-      const double sum_g = Center ? lane_sum(n, g) : 0.0;
-      const double sum_gx = lane_sum(n, [&](int64_t j) { return g(j) * xhat(j); });
+      for (int64_t j = 0; j < n; ++j) xh[j] = (xr[j] - m) * rs;
+      if (w)
+        for (int64_t j = 0; j < n; ++j) gw[j] = static_cast<double>(gr[j]) * w[j];
+      else
+        for (int64_t j = 0; j < n; ++j) gw[j] = gr[j];
+      const double mean_g = Center ? lane_sum(n, [&](int64_t j) { return gw[j]; }) / static_cast<double>(n) : 0.0;
+      const double mean_gx = lane_sum(n, [&](int64_t j) { return gw[j] * xh[j]; }) / static_cast<double>(n);
       if (want_w)
-        for (int64_t j = 0; j < n; ++j) pw[j] += gr[j] * xhat(j);
+        for (int64_t j = 0; j < n; ++j) pw[j] += gr[j] * xh[j];
       if (want_b)
         for (int64_t j = 0; j < n; ++j) pb[j] += gr[j];
-      const double mean_g = Center ? sum_g / static_cast<double>(n) : 0.0;
-      const double mean_gx = sum_gx / static_cast<double>(n);
-      for (int64_t j = 0; j < n; ++j) dr[j] = static_cast<T>(rs * (g(j) - mean_g - xhat(j) * mean_gx));
+      for (int64_t j = 0; j < n; ++j) dr[j] = static_cast<T>(rs * (gw[j] - mean_g - xh[j] * mean_gx));
     }
   }
   for (int64_t j = 0; j < n; ++j) {
