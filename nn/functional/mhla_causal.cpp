@@ -6,8 +6,9 @@
 //   O_i = s Q̂_i P_i + W_ii ((s Q̂_i K̂_iᵀ) ∘ Mask) V_i      (intra-chunk: causal C×C block)
 // The fused op works in a chunk-major layout [M, B·H, C, e]: every product is one batched matmul
 // over all (chunk, batch, head) triples, and the summaries form one [M, B·H·d·dv] matrix, so the
-// mixing over chunks is a single GEMM with W_s for all batch items and heads at once. The scale
-// s is folded into the M×M matrices (s W_s, s W_ii), never into an N-sized tensor.
+// mixing over chunks is a GEMM with W_s for all batch items and heads at once (cut into row tiles
+// that skip W_s's zero blocks). The scale s is folded into the M×M matrices (s W_s, s W_ii), never
+// into an N-sized tensor.
 #include "linea/autograd/function.h"
 #include "linea/autograd/ops_matmul.h"
 #include "linea/autograd/ops_reduce.h"
@@ -100,7 +101,7 @@ Tensor diagonal(const Tensor& w) {
 // saved: q, k (for φ'), Q̂, K̂, V (chunk-major, padded), W, S and s·P [M, B·H, d, dv], the masked
 // scores A = tril(Q̂K̂ᵀ) [M, B·H, C, C] and AV = A V [M, B·H, C, dv]. Spec §5.3 recomputes P and
 // A; keeping them costs O(N·C + M·d·dv) memory per head and saves a mixing GEMM, a C×C GEMM per
-// chunk and a masking pass in every backward (~15% of fwd+bwd at N = 16384).
+// chunk and a masking pass in every backward (about a tenth of fwd+bwd at N = 16384).
 enum Saved { kQ, kK, kQh, kKh, kV, kW, kS, kP, kA, kAV };
 
 Forward causal_forward(const std::vector<Tensor>& in, const MHLAOptions& opts) {
