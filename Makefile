@@ -1,6 +1,9 @@
 # The front door:
 #   make train   install what is missing, build in Release, run the demo (examples/mlp_demo)
 #   make test    the same setup, build everything, run the whole test suite (ctest)
+#   make lm      char-level GPT with causal MHLA on the King James Bible (prepared once), then a sample
+#   make mqar    associative recall: softmax vs linear vs MHLA at a few sequence lengths
+#   make bench   the kernel benchmarks (bench/) and the examples' training-step benchmarks
 #   make build   setup + configure + build everything;  make clean  removes the build dir
 # BUILD_DIR (default build) and JOBS (default 2) can be overridden: make test JOBS=8
 
@@ -11,7 +14,7 @@ MAKEFLAGS += --no-print-directory
 # Setup is idempotent and fast when everything is installed, so every entry point runs it.
 CONFIGURE = scripts/setup.sh && cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: train test build clean
+.PHONY: train test build clean lm mqar bench
 
 train:
 	$(CONFIGURE)
@@ -27,3 +30,23 @@ test: build
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+lm:
+	$(CONFIGURE)
+	scripts/prepare_data.sh kjv
+	cmake --build $(BUILD_DIR) -j$(JOBS) --target char_lm
+	$(BUILD_DIR)/examples/char_lm --attn mhla --sample 500
+
+mqar:
+	$(CONFIGURE)
+	cmake --build $(BUILD_DIR) -j$(JOBS) --target mqar
+	$(BUILD_DIR)/examples/mqar --sweep on
+
+bench:
+	$(CONFIGURE)
+	cmake --build $(BUILD_DIR) -j$(JOBS) --target bench_matmul bench_elementwise bench_attention vit_fmnist char_lm
+	$(BUILD_DIR)/bench/bench_matmul
+	$(BUILD_DIR)/bench/bench_elementwise
+	$(BUILD_DIR)/bench/bench_attention
+	$(BUILD_DIR)/examples/vit_fmnist --bench 20 --attn all
+	$(BUILD_DIR)/examples/char_lm --bench 20 --attn all

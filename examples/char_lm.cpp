@@ -1,0 +1,361 @@
+// char_lm: a character-level GPT (nanoGPT's "baby" Shakespeare model) with softmax, linear or
+// causal MHLA attention, trained on the CPU in minutes.
+//
+//   char_lm                                  MHLA on the King James Bible (scripts/prepare_data.sh kjv)
+//   char_lm --attn softmax --data ../shared/data/tinyshakespeare.txt
+//   char_lm --resume runs/char_lm_mhla/checkpoint.safetensors          continue, step for step
+//   char_lm --load runs/char_lm_mhla/checkpoint.safetensors --sample 500   sample only
+//   char_lm --bench 20 --attn all            median time per training step of each attention kind
+//   char_lm --help                           every flag with its default
+//
+// The defaults are nanoGPT's CPU config (4 layers, 4 heads, width 128, context 64, batch 12, 2000
+// steps, lr 1e-3 with 100 warm-up steps and cosine decay to 1e-4, weight decay 0.1, grad clip 1,
+// AdamW beta2 0.99, no dropout). The model and its training step live in gpt_model.h; this file is
+// the program around them. A run writes into --out (default runs/char_lm_<attn>):
+//   config.txt               the flags of the run (model and recipe), one line
+//   vocab.json               the characters the token ids stand for
+//   metrics.csv              one row per evaluation: step, lr, train and val loss, bits per char
+//   checkpoint.safetensors   model + AdamW state, after every evaluation and on Ctrl-C
+#include <omp.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numbers>
+
+#include <fmt/core.h>
+#include <linea/linea.h>
+
+#include "data/progress.h"
+#include "data/sampling.h"
+#include "data/text.h"
+#include "flags.h"
+#include "gpt_model.h"
+
+using namespace linea;
+
+namespace {
+
+struct Config {
+  // The model.
+  std::string attn = "mhla";  // softmax | linear | mhla (and "all" with --bench)
+  int64_t layers = 4, heads = 4, dim = 128, context = 64, chunk = 16;
+  double mlp_ratio = 4, dropout = 0;
+  bool tie = true;
+  // The recipe.
+  int64_t steps = 2000, batch = 12, warmup = 100;
+  double lr = 1e-3, min_lr = 1e-4, weight_decay = 0.1, beta2 = 0.99, grad_clip = 1.0;
+  uint64_t seed = 1337;
+  // Running (not saved).
+  std::string data;  // "" = the KJV (data::default_corpus_path())
+  std::string out, resume, load;
+  int64_t eval_interval = 500, eval_batches = 200;
+  int64_t sample = 0;
+  double temperature = 0.8;
+  std::string prompt = "\n";
+  int64_t bench = 0, threads = 0;
+};
+
+const std::vector<flags::Flag<Config>>& flag_table() {
+  using flags::flag;
+  static const std::vector<flags::Flag<Config>> t = {
+      flag("attn", &Config::attn, true, "softmax | linear | mhla (all: with --bench, the three in turn)"),
+      flag("layers", &Config::layers, true, "transformer blocks"),
+      flag("heads", &Config::heads, true, "attention heads"),
+      flag("dim", &Config::dim, true, "model width"),
+      flag("context", &Config::context, true, "tokens per training window (and the longest context)"),
+      flag("chunk", &Config::chunk, true, "MHLA: tokens per chunk"),
+      flag("mlp-ratio", &Config::mlp_ratio, true, "MLP hidden size / dim"),
+      flag("dropout", &Config::dropout, true, "dropout on attention outputs and in the MLP"),
+      flag("tie", &Config::tie, true, "on | off: the head shares the token embedding's weights"),
+      flag("steps", &Config::steps, true, "optimizer steps"),
+      flag("batch", &Config::batch, true, "windows per step"),
+      flag("warmup", &Config::warmup, true, "linear warm-up steps"),
+      flag("lr", &Config::lr, true, "peak learning rate (AdamW)"),
+      flag("min-lr", &Config::min_lr, true, "learning rate at the end of the cosine"),
+      flag("weight-decay", &Config::weight_decay, true, "AdamW decoupled weight decay (weight matrices, embeddings)"),
+      flag("beta2", &Config::beta2, true, "AdamW beta2"),
+      flag("grad-clip", &Config::grad_clip, true, "global grad-norm clip (0: off)"),
+      flag("seed", &Config::seed, true, "seeds the weights and the training windows"),
+      flag("data", &Config::data, false, "a text file (default: the KJV from scripts/prepare_data.sh kjv)"),
+      flag("out", &Config::out, false, "run directory (default runs/char_lm_<attn>)"),
+      flag("resume", &Config::resume, false, "continue from this checkpoint (its config is the base)"),
+      flag("load", &Config::load, false, "sample from this checkpoint (no training); needs --sample"),
+      flag("eval-interval", &Config::eval_interval, false, "steps between val-loss estimates"),
+      flag("eval-batches", &Config::eval_batches, false, "random windows x batch in each loss estimate"),
+      flag("sample", &Config::sample, false, "characters to generate after training (or from --load)"),
+      flag("temperature", &Config::temperature, false, "sampling temperature"),
+      flag("prompt", &Config::prompt, false, "text the sample continues"),
+      flag("bench", &Config::bench, false, "time N training steps (median), no training"),
+      flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)"),
+  };
+  return t;
+}
+
+[[noreturn]] void fail(const std::string& msg) { flags::fail("char_lm", msg); }
+
+void check(const Config& o) {
+  if (o.attn != "softmax" && o.attn != "linear" && o.attn != "mhla" && o.attn != "all")
+    fail(fmt::format("--attn must be softmax, linear or mhla (or all with --bench), got '{}'", o.attn));
+  if (o.attn == "all" && o.bench == 0) fail("--attn all only goes with --bench N");
+  for (auto [name, v] : {std::pair{"layers", o.layers}, {"heads", o.heads}, {"dim", o.dim}, {"context", o.context},
+                         {"chunk", o.chunk}, {"steps", o.steps}, {"batch", o.batch}, {"eval-interval", o.eval_interval},
+                         {"eval-batches", o.eval_batches}})
+    if (v <= 0) fail(fmt::format("--{} must be > 0, got {}", name, v));
+  if (o.dim % o.heads != 0) fail(fmt::format("--dim {} is not a multiple of --heads {}", o.dim, o.heads));
+  if (!(o.lr > 0) || o.min_lr < 0 || o.min_lr > o.lr)
+    fail(fmt::format("need lr > 0 and 0 <= min-lr <= lr, got lr {}, min-lr {}", o.lr, o.min_lr));
+  if (o.warmup < 0 || o.weight_decay < 0 || o.grad_clip < 0 || o.dropout < 0 || o.dropout >= 1)
+    fail("--warmup, --weight-decay and --grad-clip must be >= 0, --dropout in [0, 1)");
+  if (!(o.beta2 > 0 && o.beta2 < 1)) fail(fmt::format("--beta2 must be in (0, 1), got {}", o.beta2));
+  if (!(o.temperature > 0)) fail(fmt::format("--temperature must be > 0, got {}", o.temperature));
+  if (o.sample < 0 || o.bench < 0 || o.threads < 0) fail("--sample, --bench and --threads must be >= 0");
+  if (!o.load.empty() && o.sample == 0) fail("--load samples from a checkpoint: give --sample N");
+  if (!o.load.empty() && !o.resume.empty()) fail("--load and --resume do not go together");
+  if (o.prompt.empty()) fail("--prompt must not be empty");
+}
+
+gpt::ModelConfig model_config(const Config& o, int64_t vocab) {
+  return {.attn = o.attn, .vocab = vocab, .layers = o.layers, .heads = o.heads, .dim = o.dim, .context = o.context,
+          .chunk = o.chunk, .mlp_ratio = o.mlp_ratio, .dropout = o.dropout, .tie = o.tie};
+}
+gpt::OptimConfig optim_config(const Config& o) {
+  return {.steps = o.steps, .lr = o.lr, .min_lr = o.min_lr, .warmup = o.warmup, .weight_decay = o.weight_decay,
+          .beta2 = o.beta2, .grad_clip = o.grad_clip};
+}
+
+// The options a checkpoint was trained with, with the command line on top.
+Config config_from_checkpoint(const std::string& path, const std::vector<std::string>& args) {
+  const nn::Metadata meta = nn::load_safetensors(path).metadata;
+  auto it = meta.find("config");
+  if (it == meta.end()) fail(fmt::format("'{}' has no config: not a char_lm checkpoint", path));
+  return flags::parse_flags("char_lm", flag_table(), args,
+                            flags::parse_flags("char_lm", flag_table(), flags::split_words(it->second)));
+}
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double bits(double nats) { return nats / std::numbers::ln2; }
+
+// `n` batches of random windows drawn from a fixed seed: every estimate (and every attention
+// kind) is measured on the same text, so differences are the model's, not the windows'.
+std::vector<std::pair<Tensor, Tensor>> fixed_batches(const data::CharCorpus& corpus, const std::string& split,
+                                                     const Config& o, uint64_t seed) {
+  Generator gen(seed);
+  std::vector<std::pair<Tensor, Tensor>> out;
+  for (int64_t i = 0; i < o.eval_batches; ++i) {
+    data::TextBatch b = corpus.get_batch(split, o.batch, o.context, gen);
+    out.emplace_back(b.x, b.y);
+  }
+  return out;
+}
+
+// The training windows of step `step`: a generator of their own per step, so a resumed run
+// draws exactly the batches the uninterrupted run would have.
+data::TextBatch train_batch(const data::CharCorpus& corpus, const Config& o, int64_t step) {
+  Generator gen(data::derive_seed(o.seed, static_cast<uint64_t>(step)));
+  return corpus.get_batch("train", o.batch, o.context, gen);
+}
+
+std::string sample_text(gpt::GPT& model, const data::Vocab& vocab, const Config& o) {
+  Generator gen(data::derive_seed(o.seed, 0, 1));
+  const std::vector<int64_t> prompt = vocab.encode(o.prompt).to_vector_as<int64_t>();
+  const std::vector<int64_t> ids = gpt::generate(model, prompt, o.sample, o.temperature, 0, gen);
+  return o.prompt + vocab.decode(from_vector(ids, {static_cast<int64_t>(ids.size())}));
+}
+
+// The vocabulary a checkpoint's token ids stand for: vocab.json in its directory.
+std::string vocab_beside(const std::string& checkpoint) {
+  return (std::filesystem::path(checkpoint).parent_path() / "vocab.json").string();
+}
+
+// ---------------------------------------------------------------- --bench
+
+struct BenchRow {
+  double step_ms, forward_ms, backward_ms, update_ms, tokens_per_s, peak_rss_mb;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Times o.bench training steps on random windows of a 65-character vocabulary after 3 warm-ups.
+BenchRow bench_one(const Config& o) {
+  manual_seed(o.seed);
+  auto model = std::make_shared<gpt::GPT>(model_config(o, 65));
+  gpt::Trainer trainer(model, optim_config(o));
+  Generator gen(o.seed);
+  const Tensor x = randint(0, 65, {o.batch, o.context}, gen), y = randint(0, 65, {o.batch, o.context}, gen);
+  for (int i = 0; i < 3; ++i) trainer.train_step(x, y);
+  std::vector<double> total, fwd, bwd, upd;
+  for (int64_t i = 0; i < o.bench; ++i) {
+    const auto t = Clock::now();
+    const gpt::StepStats s = trainer.train_step(x, y);
+    total.push_back(seconds_since(t) * 1e3);
+    fwd.push_back(s.forward_s * 1e3);
+    bwd.push_back(s.backward_s * 1e3);
+    upd.push_back(s.update_s * 1e3);
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double ms = median(total);
+  return {ms, median(fwd), median(bwd), median(upd), double(o.batch * o.context) * 1e3 / ms, ru.ru_maxrss / 1024.0};
+}
+
+void print_bench_row(const std::string& attn, const BenchRow& r) {
+  fmt::print("{:<8} {:>9.2f} {:>8.2f} {:>9.2f} {:>7.2f} {:>9.0f} {:>9.0f}\n", attn, r.step_ms, r.forward_ms,
+             r.backward_ms, r.update_ms, r.tokens_per_s, r.peak_rss_mb);
+}
+
+int run_bench(Config o) {
+  fmt::print("char_lm --bench {}: batch {} x context {}, dim {}, layers {}, heads {}, chunk {}, {} threads; median\n",
+             o.bench, o.batch, o.context, o.dim, o.layers, o.heads, o.chunk, omp_get_max_threads());
+  fmt::print("{:<8} {:>9} {:>8} {:>9} {:>7} {:>9} {:>9}\n", "attn", "step ms", "forward", "backward", "update",
+             "tok/s", "peak MB");
+  std::fflush(stdout);
+  if (o.attn != "all") {
+    print_bench_row(o.attn, bench_one(o));
+    return 0;
+  }
+  // Each kind in its own process, so that each peak RSS is its own. The parent has run no
+  // OpenMP code yet, which makes fork() safe.
+  for (const char* attn : {"softmax", "linear", "mhla"}) {
+    const pid_t pid = fork();
+    if (pid < 0) fail("fork failed");
+    if (pid == 0) {
+      o.attn = attn;
+      print_bench_row(attn, bench_one(o));
+      std::fflush(stdout);
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------- --load: sample only
+
+int run_sample(const Config& o) {
+  const data::Vocab vocab = data::Vocab::load(vocab_beside(o.load));
+  gpt::GPT model(model_config(o, vocab.size()));
+  gpt::load_weights(model, o.load);
+  fmt::print("{}\n", sample_text(model, vocab, o));
+  return 0;
+}
+
+// ---------------------------------------------------------------- training
+
+int run_train(const Config& o) {
+  // A resumed run continues in its checkpoint's directory unless told otherwise.
+  std::string out = o.out.empty() ? "runs/char_lm_" + o.attn : o.out;
+  if (o.out.empty() && !o.resume.empty()) out = std::filesystem::path(o.resume).parent_path().string();
+  if (out.empty()) out = ".";
+  std::filesystem::create_directories(out);
+  const std::string ckpt = out + "/checkpoint.safetensors", csv_path = out + "/metrics.csv";
+  const std::string data_path = o.data.empty() ? data::default_corpus_path() : o.data;
+  // A resumed run keeps the ids it was trained with.
+  const data::CharCorpus corpus = o.resume.empty() ? data::CharCorpus::from_file(data_path)
+                                                   : data::CharCorpus::from_file(data_path, data::Vocab::load(vocab_beside(o.resume)));
+  corpus.vocab().save(out + "/vocab.json");
+  std::ofstream(out + "/config.txt") << flags::flags_line(flag_table(), o) << "\n";
+
+  manual_seed(o.seed);
+  auto model = std::make_shared<gpt::GPT>(model_config(o, corpus.vocab().size()));
+  gpt::Trainer trainer(model, optim_config(o));
+  const auto val_batches = fixed_batches(corpus, "val", o, data::derive_seed(o.seed, 1, 2));
+  fmt::print("char_lm: {} attention, {} parameters, vocab {}, {} train / {} val characters of {}, {} threads\n", o.attn,
+             model->num_parameters(), corpus.vocab().size(), corpus.size("train"), corpus.size("val"), data_path,
+             omp_get_max_threads());
+
+  // The running mean of the training loss since the last evaluation, and the clock.
+  double loss_sum = 0, seconds = 0;
+  int64_t loss_count = 0;
+  auto save = [&] {
+    trainer.save(ckpt, {{"config", flags::flags_line(flag_table(), o)}, {"loss_sum", fmt::format("{}", loss_sum)},
+                        {"loss_count", std::to_string(loss_count)}, {"seconds", fmt::format("{}", seconds)}});
+  };
+  if (!o.resume.empty()) {
+    const nn::Metadata m = trainer.load(o.resume);
+    loss_sum = std::stod(m.at("loss_sum")), loss_count = std::stoll(m.at("loss_count"));
+    seconds = std::stod(m.at("seconds"));
+    fmt::print("resumed from {} at step {}\n", o.resume, trainer.step());
+  }
+  std::FILE* csv = std::fopen(csv_path.c_str(), o.resume.empty() ? "w" : "a");
+  if (csv == nullptr) fail("cannot write " + csv_path);
+  if (o.resume.empty()) fmt::print(csv, "step,lr,train_loss,val_loss,val_bpc,seconds\n");
+
+  std::atomic<bool>& interrupted = data::install_sigint_flag();
+  data::Progress progress(o.steps, "train",
+                          {.items_per_step = o.batch * o.context, .unit = "tok", .first_step = trainer.step()});
+  double val = NAN, train_avg = NAN;
+  auto t = Clock::now();
+  while (trainer.step() < o.steps) {
+    const data::TextBatch b = train_batch(corpus, o, trainer.step());
+    loss_sum += trainer.train_step(b.x, b.y).loss;
+    ++loss_count;
+    progress.update(trainer.step(), {{"loss", loss_sum / double(loss_count)}, {"lr", trainer.lr()}});
+    if (interrupted) {
+      seconds += seconds_since(t);
+      save();
+      fmt::print("\nstopped at step {}: resume with --resume {}\n", trainer.step(), ckpt);
+      std::fclose(csv);
+      return 130;
+    }
+    if (trainer.step() % o.eval_interval == 0 || trainer.step() == o.steps) {
+      seconds += seconds_since(t);  // evaluation time is not training time
+      val = gpt::mean_loss(*model, val_batches);
+      train_avg = loss_sum / double(loss_count);
+      fmt::print(csv, "{},{:.6g},{:.6f},{:.6f},{:.6f},{:.1f}\n", trainer.step(), trainer.lr(), train_avg, val,
+                 bits(val), seconds);
+      std::fflush(csv);
+      // A line of its own (over the live progress line on a terminal, which redraws below it).
+      fmt::print("{}step {}: train loss {:.4f}, val loss {:.4f} ({:.3f} bpc)\n", isatty(1) ? "\r\x1b[K" : "",
+                 trainer.step(), train_avg, val, bits(val));
+      loss_sum = 0, loss_count = 0;
+      save();
+      t = Clock::now();
+    }
+  }
+  std::fclose(csv);
+  // The final estimates over the same number of windows in both splits (nanoGPT's estimate_loss).
+  const double train = gpt::mean_loss(*model, fixed_batches(corpus, "train", o, data::derive_seed(o.seed, 1, 3)));
+  if (std::isnan(val)) val = gpt::mean_loss(*model, val_batches);  // resumed a finished run
+  progress.finish(fmt::format("| train loss {:.4f} ({:.3f} bpc) | val loss {:.4f} ({:.3f} bpc)", train, bits(train), val,
+                              bits(val)));
+  fmt::print("char_lm {}: val loss {:.4f} nats ({:.3f} bpc), train {:.4f}, after {} steps, {} of training ({:.1f} ms/step); {}\n",
+             o.attn, val, bits(val), train, trainer.step(), data::format_duration(seconds),
+             1e3 * seconds / double(std::max<int64_t>(trainer.step(), 1)), out);
+  if (o.sample > 0) fmt::print("---- sample ----\n{}\n", sample_text(*model, corpus.vocab(), o));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
+    fmt::print("{}", flags::usage("char_lm", flag_table()));
+    return 0;
+  }
+  try {
+    Config o = flags::parse_flags("char_lm", flag_table(), args);
+    if (!o.resume.empty()) o = config_from_checkpoint(o.resume, args);
+    if (!o.load.empty()) o = config_from_checkpoint(o.load, args);
+    check(o);
+    if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
+    if (o.bench > 0) return run_bench(o);
+    if (!o.load.empty()) return run_sample(o);
+    return run_train(o);
+  } catch (const Error& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,120 @@
+// The GPT-style decoder of examples/char_lm.cpp and examples/mqar.cpp, its training step and its
+// token-by-token generation. A small library of its own, so that tests/test_lm.cpp trains and
+// samples the very same model.
+//
+//   tokens [B, T] ─ token embedding + learned positions ─ layers × TransformerBlock(causal,
+//     attention = softmax | linear | mhla) ─ LayerNorm ─ head (tied to the token embedding, or
+//     its own Linear) ─ logits [B, T, vocab]
+//
+// The blocks are pre-norm (x + attn(ln1(x)), x + mlp(ln2(x))) as in GPT-2 and nanoGPT, whose
+// initialisation this follows. Causal MHLA splits the context into chunks of `chunk` tokens and
+// mixes their summaries with a learnable lower-triangular matrix (nn/attention.h).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <linea/linea.h>
+
+namespace gpt {
+
+using linea::Tensor;
+
+struct ModelConfig {
+  std::string attn = "mhla";  // softmax | linear | mhla
+  int64_t vocab = 0;          // token ids are in [0, vocab)
+  int64_t layers = 4, heads = 4, dim = 128;
+  int64_t context = 64;       // the longest sequence (sizes the positions and MHLA's mix)
+  int64_t chunk = 16;         // MHLA: tokens per chunk
+  double mlp_ratio = 4;
+  double dropout = 0;
+  bool tie = true;            // the head reuses the token embedding's weights
+};
+
+class GPT : public linea::nn::Module {
+ public:
+  explicit GPT(const ModelConfig& c);
+  Tensor forward(const Tensor& tokens) override;  // int64 [B, T], T <= context -> logits [B, T, vocab]
+  // The head on final hidden states [..., dim] -> [..., vocab] (after ln_f).
+  Tensor head_logits(const Tensor& h);
+  const ModelConfig& config() const { return cfg_; }
+  linea::nn::TransformerBlock& block(size_t i) const;
+
+  std::shared_ptr<linea::nn::Embedding> tok_emb;
+  std::shared_ptr<linea::nn::PositionalEmbedding> pos_emb;
+  std::shared_ptr<linea::nn::Sequential> blocks;  // of TransformerBlock
+  std::shared_ptr<linea::nn::LayerNorm> ln_f;
+  std::shared_ptr<linea::nn::Linear> head;  // null when tied
+
+ private:
+  ModelConfig cfg_;
+};
+
+// Next-token logits one token at a time, for sampling. Causal MHLA runs in its streaming
+// (recurrent) form: one MHLAStream per layer, O(d²) per token per head, with outputs equal to the
+// chunkwise forward. Softmax and linear attention recompute the forward over the window of the
+// last `context` tokens (nanoGPT's way: simple and plainly correct). When an MHLA stream reaches
+// `context` tokens (the learned positions end there) it restarts on the most recent half.
+class Decoder {
+ public:
+  explicit Decoder(GPT& model);
+  // Appends `token` and returns the logits [vocab] (float32, or the model's dtype) for the next one.
+  Tensor push(int64_t token);
+
+ private:
+  Tensor step_stream(int64_t token);  // MHLA: one token through every layer's stream
+  void restart_streams();
+  GPT& model_;
+  std::vector<int64_t> tokens_;  // the window the next logits depend on
+  std::vector<linea::nn::functional::MHLAStream> streams_;  // MHLA only: one per layer
+  int64_t pos_ = 0;  // tokens fed to the streams
+};
+
+// Samples `n` tokens after `prompt` (at least one token) at `temperature`, from the `top_k` most
+// likely (0: all).
+std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& prompt, int64_t n, double temperature,
+                              int64_t top_k, linea::Generator& gen);
+
+// nanoGPT's recipe: AdamW (decay on weight matrices and embeddings, not on biases, norms or MHLA's
+// mix), linear warm-up then cosine decay to min_lr, global grad-norm clipping.
+struct OptimConfig {
+  int64_t steps = 2000;
+  double lr = 1e-3, min_lr = 1e-4;
+  int64_t warmup = 100;
+  double weight_decay = 0.1, beta2 = 0.99, grad_clip = 1.0;
+};
+
+struct StepStats {
+  double loss = 0;  // mean cross-entropy (nats) of the batch, over targets != kIgnoreIndex
+  double forward_s = 0, backward_s = 0, update_s = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(std::shared_ptr<GPT> model, const OptimConfig& o);
+  // One optimizer step on tokens x [B, T] with targets y [B, T] (-100 = ignored) at lr().
+  StepStats train_step(const Tensor& x, const Tensor& y);
+  double lr() const;  // the lr the next step uses
+  int64_t step() const { return step_; }
+
+  // model + optimizer + `meta` (plus "step") in one safetensors file; load returns the metadata.
+  void save(const std::string& path, linea::nn::Metadata meta) const;
+  linea::nn::Metadata load(const std::string& path);
+
+  std::shared_ptr<GPT> model;
+  std::unique_ptr<linea::nn::AdamW> optimizer;
+
+ private:
+  OptimConfig opts_;
+  linea::nn::WarmupCosine schedule_;
+  int64_t step_ = 0;
+};
+
+// Mean cross-entropy over batches, no graph, in eval mode.
+double mean_loss(GPT& model, const std::vector<std::pair<Tensor, Tensor>>& batches);
+
+// A checkpoint's model weights only (the "model." entries), e.g. to sample from it.
+void load_weights(GPT& model, const std::string& checkpoint);
+
+}  // namespace gpt

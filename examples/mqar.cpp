@@ -1,0 +1,161 @@
+// mqar: multi-query associative recall (examples/data/mqar.h), the standard synthetic test of
+// whether a sequence model can look things up in its context. A 2-layer GPT (gpt_model.h) with
+// softmax, linear or causal MHLA attention learns to answer each queried key with the value it
+// was paired with earlier; the score is the accuracy on the queried positions.
+//
+//   mqar                          MHLA at the default length
+//   mqar --attn softmax --seq-len 128 --num-kv 16
+//   mqar --sweep on               the three kinds side by side at lengths 64, 128, 256 (`make mqar`)
+//
+// Softmax attention keeps every key, so recall is easy for it; linear attention squeezes the
+// context into one d×d state per head and forgets; MHLA keeps one state per chunk and mixes them.
+#include <omp.h>
+
+#include <chrono>
+
+#include <fmt/core.h>
+#include <linea/linea.h>
+
+#include "data/mqar.h"
+#include "data/progress.h"
+#include "data/sampling.h"
+#include "flags.h"
+#include "gpt_model.h"
+
+using namespace linea;
+
+namespace {
+
+struct Config {
+  std::string attn = "mhla";  // softmax | linear | mhla
+  int64_t layers = 2, heads = 2, dim = 64, chunk = 16;
+  int64_t vocab = 256, seq_len = 64, num_kv = 8;  // queries: every key
+  int64_t steps = 600, batch = 32, warmup = 50;
+  double lr = 3e-3, weight_decay = 0.1;
+  uint64_t seed = 1;
+  bool sweep = false;
+  int64_t eval_batches = 16, threads = 0;
+};
+
+const std::vector<flags::Flag<Config>>& flag_table() {
+  using flags::flag;
+  static const std::vector<flags::Flag<Config>> t = {
+      flag("attn", &Config::attn, true, "softmax | linear | mhla"),
+      flag("layers", &Config::layers, true, "transformer blocks"),
+      flag("heads", &Config::heads, true, "attention heads"),
+      flag("dim", &Config::dim, true, "model width"),
+      flag("chunk", &Config::chunk, true, "MHLA: tokens per chunk"),
+      flag("vocab", &Config::vocab, true, "tokens: keys in [1, vocab/2), values in [vocab/2, vocab)"),
+      flag("seq-len", &Config::seq_len, true, "tokens per sequence"),
+      flag("num-kv", &Config::num_kv, true, "key-value pairs per sequence (each one queried)"),
+      flag("steps", &Config::steps, true, "optimizer steps (fresh sequences each step)"),
+      flag("batch", &Config::batch, true, "sequences per step"),
+      flag("warmup", &Config::warmup, true, "linear warm-up steps, then cosine decay"),
+      flag("lr", &Config::lr, true, "peak learning rate (AdamW)"),
+      flag("weight-decay", &Config::weight_decay, true, "AdamW decoupled weight decay"),
+      flag("seed", &Config::seed, true, "seeds the weights and the data"),
+      flag("sweep", &Config::sweep, false, "on: softmax, linear and MHLA at seq-len 64, 128, 256 (num-kv = len/8)"),
+      flag("eval-batches", &Config::eval_batches, false, "held-out batches the accuracy is measured on"),
+      flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)"),
+  };
+  return t;
+}
+
+void check(const Config& o) {
+  auto fail = [](const std::string& msg) { flags::fail("mqar", msg); };
+  if (o.attn != "softmax" && o.attn != "linear" && o.attn != "mhla")
+    fail(fmt::format("--attn must be softmax, linear or mhla, got '{}'", o.attn));
+  for (auto [name, v] : {std::pair{"layers", o.layers}, {"heads", o.heads}, {"dim", o.dim}, {"chunk", o.chunk},
+                         {"seq-len", o.seq_len}, {"num-kv", o.num_kv}, {"steps", o.steps}, {"batch", o.batch},
+                         {"eval-batches", o.eval_batches}})
+    if (v <= 0) fail(fmt::format("--{} must be > 0, got {}", name, v));
+  if (o.dim % o.heads != 0) fail(fmt::format("--dim {} is not a multiple of --heads {}", o.dim, o.heads));
+  if (!(o.lr > 0) || o.weight_decay < 0 || o.warmup < 0 || o.threads < 0)
+    fail("need --lr > 0 and --weight-decay, --warmup, --threads >= 0");
+}
+
+struct Result {
+  double accuracy = 0, loss = 0, seconds = 0;
+};
+
+// Trains one model on fresh MQAR batches and measures its query accuracy on held-out ones.
+Result run(const Config& o) {
+  const data::MqarConfig task{.vocab = o.vocab, .seq_len = o.seq_len, .num_kv = o.num_kv, .num_queries = o.num_kv};
+  manual_seed(o.seed);
+  auto model = std::make_shared<gpt::GPT>(gpt::ModelConfig{.attn = o.attn, .vocab = o.vocab, .layers = o.layers,
+                                                           .heads = o.heads, .dim = o.dim, .context = o.seq_len,
+                                                           .chunk = o.chunk, .tie = false});
+  gpt::Trainer trainer(model, {.steps = o.steps, .lr = o.lr, .min_lr = o.lr / 10, .warmup = o.warmup,
+                               .weight_decay = o.weight_decay, .beta2 = 0.99, .grad_clip = 1.0});
+  data::Progress progress(o.steps, fmt::format("mqar {} len {}", o.attn, o.seq_len),
+                          {.items_per_step = o.batch * o.seq_len, .unit = "tok"});
+  std::atomic<bool>& interrupted = data::install_sigint_flag();
+  Result r;
+  const auto t = std::chrono::steady_clock::now();
+  for (int64_t step = 0; step < o.steps && !interrupted; ++step) {
+    Generator gen(data::derive_seed(o.seed, static_cast<uint64_t>(step)));
+    const data::MqarBatch b = data::make_mqar(task, o.batch, gen);
+    r.loss = trainer.train_step(b.inputs, b.targets).loss;
+    progress.update(step + 1, {{"loss", r.loss}});
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+
+  NoGradGuard no_grad;
+  model->eval();
+  data::Accuracy acc;
+  Generator test_gen(data::derive_seed(o.seed, 0, 1));  // a stream training never draws from
+  for (int64_t i = 0; i < o.eval_batches; ++i) {
+    const data::MqarBatch b = data::make_mqar(task, o.batch, test_gen);
+    const data::Accuracy a = data::masked_accuracy(argmax(model->forward(b.inputs), -1), b.targets);
+    acc.correct += a.correct, acc.total += a.total;
+  }
+  r.accuracy = acc.value();
+  progress.finish(fmt::format("| loss {:.4f} | query accuracy {:.1f}%", r.loss, 100 * r.accuracy));
+  return r;
+}
+
+int run_sweep(Config o) {
+  const std::vector<int64_t> lengths = {64, 128, 256};
+  const std::vector<std::string> kinds = {"softmax", "linear", "mhla"};
+  fmt::print("mqar sweep: {} layers, dim {}, heads {}, vocab {}, {} steps x {} sequences, chunk {} (MHLA)\n",
+             o.layers, o.dim, o.heads, o.vocab, o.steps, o.batch, o.chunk);
+  std::vector<std::vector<Result>> table;
+  for (int64_t len : lengths) {
+    table.emplace_back();
+    for (const std::string& kind : kinds) {
+      o.attn = kind, o.seq_len = len, o.num_kv = len / 8;
+      table.back().push_back(run(o));
+    }
+  }
+  fmt::print("\nquery accuracy (held-out sequences; chance {:.1f}%)\n", 200.0 / double(o.vocab));
+  fmt::print("{:>7} {:>6} | {:>14} {:>14} {:>14}\n", "seq-len", "num-kv", "softmax", "linear", "mhla");
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    fmt::print("{:>7} {:>6} |", lengths[i], lengths[i] / 8);
+    for (const Result& r : table[i]) fmt::print(" {:>6.1f}% ({:>4.0f}s)", 100 * r.accuracy, r.seconds);
+    fmt::print("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
+    fmt::print("{}", flags::usage("mqar", flag_table()));
+    return 0;
+  }
+  try {
+    const Config o = flags::parse_flags("mqar", flag_table(), args);
+    check(o);
+    if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
+    if (o.sweep) return run_sweep(o);
+    const Result r = run(o);
+    fmt::print("mqar {}: query accuracy {:.1f}% at seq-len {}, {} key-value pairs ({} steps, {:.1f}s)\n", o.attn,
+               100 * r.accuracy, o.seq_len, o.num_kv, o.steps, r.seconds);
+    return 0;
+  } catch (const Error& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 1;
+  }
+}

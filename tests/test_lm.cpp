@@ -1,0 +1,164 @@
+// The GPT decoder of examples/char_lm and examples/mqar (examples/gpt_model.h): training lowers
+// the loss for every attention kind, MHLA's streaming generation reproduces the full forward,
+// a checkpoint resumes to the identical next step, and a tiny MQAR run learns to recall.
+#include <cstdio>
+#include <filesystem>
+
+#include "data/mqar.h"
+#include "data/sampling.h"
+#include "gpt_model.h"
+#include "helpers.h"
+
+using namespace linea;
+using linea::testing::allclose;
+
+namespace {
+
+gpt::ModelConfig tiny(const std::string& attn) {
+  return {.attn = attn, .vocab = 11, .layers = 2, .heads = 2, .dim = 16, .context = 32, .chunk = 8};
+}
+
+// A non-trivial causal mixing matrix (positive, lower triangular, unequal weights), so the
+// streams must use every entry the way the chunkwise op does.
+void randomize_mix(gpt::GPT& model, Generator& gen) {
+  for (size_t i = 0; i < model.blocks->size(); ++i) {
+    Tensor mix = dynamic_cast<nn::MHLA&>(*model.block(i).attn).mix;
+    nn::uniform_(mix, 0.1, 1.0, gen);
+    dynamic_cast<nn::MHLA&>(*model.block(i).attn).project_mix();  // tril
+  }
+}
+
+}  // namespace
+
+TEST_CASE("GPT: a few steps lower the loss on a tiny batch, for each attention kind") {
+  for (const char* attn : {"softmax", "linear", "mhla"}) {
+    CAPTURE(attn);
+    manual_seed(1);
+    auto model = std::make_shared<gpt::GPT>(tiny(attn));
+    gpt::Trainer trainer(model, {.steps = 40, .lr = 1e-2, .min_lr = 1e-3, .warmup = 5});
+    Generator gen(7);
+    const Tensor x = randint(0, 11, {4, 32}, gen), y = randint(0, 11, {4, 32}, gen);
+    const double first = trainer.train_step(x, y).loss;
+    CHECK(first == doctest::Approx(std::log(11.0)).epsilon(0.05));  // small init: near uniform
+    double last = first;
+    for (int i = 0; i < 39; ++i) last = trainer.train_step(x, y).loss;
+    CHECK(last < 0.8 * first);
+  }
+}
+
+TEST_CASE("GPT: tied head shares the embedding; untied has its own; logits shape; too long input throws") {
+  gpt::GPT tied(tiny("softmax"));
+  CHECK(tied.head == nullptr);
+  auto untied_cfg = tiny("softmax");
+  untied_cfg.tie = false;
+  gpt::GPT untied(untied_cfg);
+  CHECK(untied.num_parameters() == tied.num_parameters() + 11 * 16);
+  CHECK(tied.forward(zeros({2, 5}, DType::Int64)).shape() == Shape{2, 5, 11});
+  CHECK_THROWS_WITH_AS(tied.forward(zeros({1, 33}, DType::Int64)), doctest::Contains("[GPT]"), Error);
+}
+
+TEST_CASE("MHLA streaming generation gives the full forward's logits, across chunks and past the context") {
+  for (DType dtype : {DType::Float64, DType::Float32}) {
+    CAPTURE(dtype);
+    manual_seed(3);
+    gpt::GPT model(tiny("mhla"));
+    nn::to(model, dtype);
+    Generator gen(11);
+    randomize_mix(model, gen);
+    model.eval();
+    const double tol = dtype == DType::Float64 ? 1e-10 : 1e-5;
+    std::vector<int64_t> tokens = randint(0, 11, {45}, gen).to_vector_as<int64_t>();
+
+    NoGradGuard no_grad;
+    const Tensor full = model.forward(from_vector(std::vector<int64_t>(tokens.begin(), tokens.begin() + 32), {1, 32}));
+    gpt::Decoder decoder(model);
+    for (int64_t t = 0; t < 32; ++t) {  // 4 chunks of 8: within-chunk and mixed-prefix paths
+      CAPTURE(t);
+      CHECK(allclose(decoder.push(tokens[t]), full.select(1, t).view({-1}), tol, tol));
+    }
+    // Past the 32 positions the stream restarts on the last 16 tokens: the logits are the forward's
+    // over that window.
+    for (int64_t t = 32; t < 45; ++t) {
+      CAPTURE(t);
+      const Tensor got = decoder.push(tokens[t]);
+      const int64_t start = 32 - 16 + 1 + ((t - 32) / 16) * 16, n = t - start + 1;
+      const Tensor window = from_vector(std::vector<int64_t>(tokens.begin() + start, tokens.begin() + t + 1), {1, n});
+      CHECK(allclose(got, model.forward(window).select(1, n - 1).view({-1}), tol, tol));
+    }
+  }
+}
+
+TEST_CASE("Softmax decoder recomputes the last context tokens; generate is seeded and in range") {
+  manual_seed(4);
+  gpt::GPT model(tiny("softmax"));
+  model.eval();
+  Generator gen(5);
+  const std::vector<int64_t> tokens = randint(0, 11, {40}, gen).to_vector_as<int64_t>();
+  gpt::Decoder decoder(model);
+  Tensor got;
+  for (int64_t t : tokens) got = decoder.push(t);
+  NoGradGuard no_grad;
+  const Tensor window = from_vector(std::vector<int64_t>(tokens.end() - 32, tokens.end()), {1, 32});
+  CHECK(allclose(got, model.forward(window).select(1, 31).view({-1}), 1e-6, 1e-6));
+
+  Generator g1(9), g2(9);
+  const auto a = gpt::generate(model, {1, 2}, 50, 1.0, 0, g1), b = gpt::generate(model, {1, 2}, 50, 1.0, 0, g2);
+  CHECK(a == b);
+  CHECK(a.size() == 50);
+  for (int64_t t : a) CHECK((t >= 0 && t < 11));
+  Generator g3(9);
+  for (int64_t t : gpt::generate(model, {1}, 20, 1.0, 1, g3))  // top-1: always the argmax
+    CHECK(t >= 0);
+  CHECK_THROWS_WITH_AS(gpt::generate(model, {}, 5, 1.0, 0, g3), doctest::Contains("[generate]"), Error);
+}
+
+TEST_CASE("Checkpoint resume gives the identical next-step loss") {
+  const std::string path = (std::filesystem::temp_directory_path() / "linea_test_lm_ckpt.safetensors").string();
+  Generator gen(21);
+  std::vector<std::pair<Tensor, Tensor>> batches;
+  for (int i = 0; i < 5; ++i) batches.emplace_back(randint(0, 11, {3, 32}, gen), randint(0, 11, {3, 32}, gen));
+  const gpt::OptimConfig oc{.steps = 10, .lr = 5e-3, .min_lr = 1e-4, .warmup = 2};
+
+  manual_seed(8);
+  auto model = std::make_shared<gpt::GPT>(tiny("mhla"));
+  gpt::Trainer trainer(model, oc);
+  for (int i = 0; i < 3; ++i) trainer.train_step(batches[i].first, batches[i].second);
+  trainer.save(path, {{"note", "x"}});
+  const double next = trainer.train_step(batches[3].first, batches[3].second).loss;
+  const double after = trainer.train_step(batches[4].first, batches[4].second).loss;
+
+  manual_seed(99);  // different initial weights: everything must come from the file
+  auto model2 = std::make_shared<gpt::GPT>(tiny("mhla"));
+  gpt::Trainer resumed(model2, oc);
+  const nn::Metadata meta = resumed.load(path);
+  CHECK(meta.at("note") == "x");
+  CHECK(resumed.step() == 3);
+  gpt::GPT weights_only(tiny("mhla"));  // load_weights: the model part alone, for sampling
+  gpt::load_weights(weights_only, path);
+  for (auto& [name, t] : model2->state_dict()) {
+    CAPTURE(name);
+    CHECK(allclose(weights_only.state_dict().at(name), t, 0, 0));
+  }
+  CHECK(resumed.train_step(batches[3].first, batches[3].second).loss == next);
+  CHECK(resumed.train_step(batches[4].first, batches[4].second).loss == after);
+
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("MQAR: a tiny softmax model learns to recall above chance") {
+  const data::MqarConfig task{.vocab = 16, .seq_len = 16, .num_kv = 2, .num_queries = 2};
+  manual_seed(2);
+  auto model = std::make_shared<gpt::GPT>(gpt::ModelConfig{
+      .attn = "softmax", .vocab = 16, .layers = 2, .heads = 1, .dim = 32, .context = 16, .tie = false});
+  gpt::Trainer trainer(model, {.steps = 150, .lr = 3e-3, .min_lr = 3e-4, .warmup = 10});
+  for (int64_t step = 0; step < 150; ++step) {
+    Generator gen(data::derive_seed(1, step));
+    const data::MqarBatch b = data::make_mqar(task, 32, gen);
+    trainer.train_step(b.inputs, b.targets);
+  }
+  NoGradGuard no_grad;
+  Generator test(12345);
+  const data::MqarBatch b = data::make_mqar(task, 256, test);
+  const double acc = data::masked_accuracy(argmax(model->forward(b.inputs), -1), b.targets).value();
+  CHECK(acc > 2 * (1.0 / 8));  // chance: 1 of the 8 values
+}
