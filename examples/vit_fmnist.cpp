@@ -1,0 +1,277 @@
+// vit_fmnist: train a small vision transformer on Fashion-MNIST with softmax, linear or MHLA
+// attention, on the CPU, in a few minutes.
+//
+//   vit_fmnist                          the default run: MHLA, 6 epochs (what `make train` runs)
+//   vit_fmnist --attn softmax --epochs 30 --out runs/softmax30
+//   vit_fmnist --resume runs/vit_fmnist_mhla/checkpoint.safetensors   continue, bit for bit
+//   vit_fmnist --eval runs/vit_fmnist_mhla/checkpoint.safetensors     test accuracy only
+//   vit_fmnist --bench 20 --attn all    median time per training step of each attention kind
+//   vit_fmnist --help                   every flag with its default
+//
+// The model, its options and the training step live in vit_model.h; this file is the program
+// around them: data, the epoch loop, evaluation, checkpoints, metrics and the benchmark.
+// A run writes into --out (default runs/vit_fmnist_<attn>):
+//   config.txt               the flags of the run (model and recipe), one line
+//   metrics.csv              one row per epoch: epoch, step, train/test loss and accuracy, seconds
+//   checkpoint.safetensors   model + AdamW state + data position, after every epoch and on Ctrl-C
+// (--resume continues in the checkpoint's folder).
+#include <omp.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/core.h>
+#include <linea/linea.h>
+
+#include "data/dataloader.h"
+#include "data/idx.h"
+#include "data/progress.h"
+#include "flags.h"
+#include "vit_model.h"
+
+using namespace linea;
+using vit::Config;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// ---------------------------------------------------------------- data
+
+// Fashion-MNIST as float32 [N, 1, 32, 32]: pixels normalised with the training set's mean and
+// std, then padded 28 -> 32 with the normalised value of black (so padding looks like border).
+struct Data {
+  Tensor train_x, train_y, test_x, test_y;
+  double black = 0;  // what a black pixel becomes after normalisation
+};
+
+Data load_data(const std::string& dir, int64_t holdout) {
+  data::ImageDataset train = data::load_fashion_mnist("train", dir), test = data::load_fashion_mnist("test", dir);
+  if (holdout > 0) {  // tuning: the last `holdout` training images stand in for the test set
+    const int64_t n = train.images.size(0) - holdout;
+    test = {train.images.narrow(0, n, holdout), train.labels.narrow(0, n, holdout)};
+    train = {train.images.narrow(0, 0, n), train.labels.narrow(0, 0, n)};
+  }
+  const data::PixelStats stats = data::pixel_stats(train.images);
+  Data d;
+  d.black = -stats.mean / stats.std;
+  d.train_x = data::pad_images(data::normalize_images(train.images, stats), 2, d.black);
+  d.test_x = data::pad_images(data::normalize_images(test.images, stats), 2, d.black);
+  d.train_y = train.labels.contiguous();
+  d.test_y = test.labels.contiguous();
+  return d;
+}
+
+// ---------------------------------------------------------------- metadata helpers
+
+// Checkpoint metadata is text; numbers are written with fmt's shortest exact form so that the
+// running sums a resumed run continues from are bit-identical.
+std::string num(double v) { return fmt::format("{}", v); }
+double get_num(const nn::Metadata& m, const std::string& key, const std::string& path) {
+  auto it = m.find(key);
+  LINEA_CHECK(it != m.end(), "[vit_fmnist] '{}' has no \"{}\" entry: not a vit_fmnist checkpoint", path, key);
+  return std::stod(it->second);
+}
+
+// The options a checkpoint was trained with, with the command line on top.
+Config config_from_checkpoint(const std::string& path, const std::vector<std::string>& args) {
+  const nn::Metadata meta = nn::load_safetensors(path).metadata;
+  auto it = meta.find("config");
+  LINEA_CHECK(it != meta.end(), "[vit_fmnist] '{}' has no config: not a vit_fmnist checkpoint", path);
+  return vit::parse_config(args, vit::parse_config(flags::split_words(it->second)));
+}
+
+// ---------------------------------------------------------------- --bench
+
+struct BenchRow {
+  double step_ms, forward_ms, backward_ms, update_ms, images_per_s, peak_rss_mb;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Times o.bench training steps on a random batch after 3 warm-up steps.
+BenchRow bench_one(const Config& o) {
+  vit::Trainer trainer(o, 1000000);
+  Generator gen(o.seed);
+  const Tensor x = randn({o.batch, 1, o.img(), o.img()}, gen), y = randint(0, 10, {o.batch}, gen);
+  for (int i = 0; i < 3; ++i) trainer.train_step(x, y);
+  std::vector<double> total, fwd, bwd, upd;
+  for (int64_t i = 0; i < o.bench; ++i) {
+    const auto t = Clock::now();
+    const vit::StepStats s = trainer.train_step(x, y);
+    total.push_back(seconds_since(t) * 1e3);
+    fwd.push_back(s.forward_s * 1e3);
+    bwd.push_back(s.backward_s * 1e3);
+    upd.push_back(s.update_s * 1e3);
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double ms = median(total);
+  return {ms, median(fwd), median(bwd), median(upd), o.batch * 1e3 / ms, ru.ru_maxrss / 1024.0};
+}
+
+void print_bench_row(const std::string& attn, const BenchRow& r) {
+  fmt::print("{:<8} {:>9.1f} {:>8.1f} {:>9.1f} {:>7.1f} {:>9.0f} {:>9.0f}\n", attn, r.step_ms, r.forward_ms,
+             r.backward_ms, r.update_ms, r.images_per_s, r.peak_rss_mb);
+}
+
+int run_bench(Config o) {
+  fmt::print("vit_fmnist --bench {}: batch {}, dim {}, depth {}, heads {}, {} threads; median ms per step\n", o.bench,
+             o.batch, o.dim, o.depth, o.heads, omp_get_max_threads());
+  fmt::print("{:<8} {:>9} {:>8} {:>9} {:>7} {:>9} {:>9}\n", "attn", "step ms", "forward", "backward", "update",
+             "img/s", "peak MB");
+  std::fflush(stdout);
+  if (o.attn != "all") {
+    print_bench_row(o.attn, bench_one(o));
+    return 0;
+  }
+  // Each kind in its own process, so that each peak RSS is its own. The parent has run no
+  // OpenMP code yet, which makes fork() safe.
+  for (const char* attn : {"softmax", "linear", "mhla"}) {
+    const pid_t pid = fork();
+    LINEA_CHECK(pid >= 0, "[vit_fmnist] fork failed");
+    if (pid == 0) {
+      o.attn = attn;
+      print_bench_row(attn, bench_one(o));
+      std::fflush(stdout);
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------- --eval
+
+int run_eval(const Config& o) {
+  vit::Trainer trainer(o, 1);
+  trainer.load(o.eval);
+  const Data data = load_data(o.data_dir, o.holdout);
+  const auto t = Clock::now();
+  const vit::EvalStats ev = trainer.evaluate(data.test_x, data.test_y);
+  fmt::print("vit_fmnist --eval {}: {} after {} steps: {} loss {:.4f}, accuracy {:.2f}% ({:.1f}s)\n", o.eval,
+             o.attn, trainer.step(), o.holdout > 0 ? "held-out" : "test", ev.loss, 100 * ev.accuracy, seconds_since(t));
+  return 0;
+}
+
+// ---------------------------------------------------------------- training
+
+int run_train(const Config& o) {
+  // A resumed run keeps writing beside its checkpoint unless told otherwise.
+  std::string out = o.out;
+  if (out.empty() && !o.resume.empty()) out = std::filesystem::path(o.resume).parent_path().string();
+  if (out.empty()) out = o.resume.empty() ? "runs/vit_fmnist_" + o.attn : ".";
+  std::filesystem::create_directories(out);
+  const std::string ckpt = out + "/checkpoint.safetensors", csv_path = out + "/metrics.csv";
+  std::ofstream(out + "/config.txt") << vit::config_line(o) << "\n";
+
+  const Data data = load_data(o.data_dir, o.holdout);
+  const char* split = o.holdout > 0 ? "held-out" : "test";  // what the evaluation runs on
+  data::DataLoaderOptions lo;
+  lo.batch_size = o.batch;
+  lo.seed = o.seed;
+  if (o.augment)
+    lo.transform = [black = data.black](const Tensor& x, Generator& gen) {
+      return data::random_crop_flip(x, {.pad = 2, .flip = true, .fill = black}, gen);
+    };
+  data::DataLoader loader(data.train_x, data.train_y, lo);
+  const int64_t steps_per_epoch = loader.batches_per_epoch(), total_steps = o.epochs * steps_per_epoch;
+  vit::Trainer trainer(o, total_steps);
+  fmt::print("vit_fmnist: {} attention, {} parameters, {} epochs x {} steps of {} images, {} threads\n", o.attn,
+             trainer.model->num_parameters(), o.epochs, steps_per_epoch, o.batch, omp_get_max_threads());
+
+  // Where the run stands: the epoch and batch to do next, this epoch's running sums, the clock.
+  int64_t epoch = 0, batch = 0, correct = 0, seen = 0;
+  double loss_sum = 0, seconds = 0;
+  if (!o.resume.empty()) {
+    const nn::Metadata m = trainer.load(o.resume);
+    epoch = static_cast<int64_t>(get_num(m, "epoch", o.resume));
+    batch = static_cast<int64_t>(get_num(m, "batch", o.resume));
+    loss_sum = get_num(m, "loss_sum", o.resume);
+    correct = static_cast<int64_t>(get_num(m, "correct", o.resume));
+    seen = static_cast<int64_t>(get_num(m, "seen", o.resume));
+    seconds = get_num(m, "seconds", o.resume);
+    fmt::print("resumed from {} at epoch {}, batch {} (step {})\n", o.resume, epoch + 1, batch, trainer.step());
+  }
+  auto save = [&] {
+    trainer.save(ckpt, {{"epoch", num(epoch)}, {"batch", num(batch)}, {"loss_sum", num(loss_sum)},
+                        {"correct", num(correct)}, {"seen", num(seen)}, {"seconds", num(seconds)}});
+  };
+  std::FILE* csv = std::fopen(csv_path.c_str(), o.resume.empty() ? "w" : "a");
+  LINEA_CHECK(csv != nullptr, "[vit_fmnist] cannot write {}", csv_path);
+  if (o.resume.empty()) fmt::print(csv, "epoch,step,train_loss,train_acc,test_loss,test_acc,seconds\n");
+
+  std::atomic<bool>& interrupted = data::install_sigint_flag();
+  double test_acc = 0;
+  while (epoch < o.epochs) {
+    data::Progress progress(steps_per_epoch, fmt::format("epoch {}/{}", epoch + 1, o.epochs),
+                            {.items_per_step = o.batch, .unit = "img", .first_step = batch});
+    loader.start_epoch(epoch, batch);
+    auto t = Clock::now();
+    while (auto b = loader.next()) {
+      const vit::StepStats s = trainer.train_step(b->x, b->y);
+      loss_sum += s.loss * static_cast<double>(b->y.size(0));
+      correct += s.correct;
+      seen += b->y.size(0);
+      ++batch;
+      progress.update(batch, {{"loss", loss_sum / seen}, {"acc", double(correct) / seen}});
+      if (interrupted) {
+        seconds += seconds_since(t);
+        save();
+        fmt::print("\nstopped at epoch {}, batch {}: resume with --resume {}\n", epoch + 1, batch, ckpt);
+        std::fclose(csv);
+        return 130;
+      }
+    }
+    const vit::EvalStats ev = trainer.evaluate(data.test_x, data.test_y);
+    seconds += seconds_since(t);
+    test_acc = ev.accuracy;
+    progress.finish(fmt::format("| train loss {:.4f} acc {:.4f} | {} loss {:.4f} acc {:.4f}", loss_sum / seen,
+                                double(correct) / seen, split, ev.loss, ev.accuracy));
+    fmt::print(csv, "{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.1f}\n", epoch + 1, trainer.step(), loss_sum / seen,
+               double(correct) / seen, ev.loss, ev.accuracy, seconds);
+    std::fflush(csv);
+    // The checkpoint points at the start of the next epoch.
+    ++epoch, batch = 0, loss_sum = 0, correct = 0, seen = 0;
+    save();
+  }
+  std::fclose(csv);
+  if (test_acc == 0) test_acc = trainer.evaluate(data.test_x, data.test_y).accuracy;  // resumed a finished run
+  fmt::print("vit_fmnist {}: {} accuracy {:.2f}% after {} epochs ({} steps), {} of training; {}\n", o.attn,
+             split, 100 * test_acc, o.epochs, trainer.step(), data::format_duration(seconds), out);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
+    fmt::print("{}", vit::usage());
+    return 0;
+  }
+  try {
+    Config o = vit::parse_config(args);
+    if (!o.resume.empty()) o = config_from_checkpoint(o.resume, args);
+    if (!o.eval.empty()) o = config_from_checkpoint(o.eval, args);
+    if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
+    if (o.bench > 0) return run_bench(o);
+    if (!o.eval.empty()) return run_eval(o);
+    return run_train(o);
+  } catch (const Error& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 1;
+  }
+}

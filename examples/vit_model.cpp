@@ -1,0 +1,216 @@
+#include "vit_model.h"
+
+#include "flags.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+namespace vit {
+
+using namespace linea;
+
+// ---------------------------------------------------------------- options
+
+namespace {
+
+[[noreturn]] void fail(const std::string& msg) { flags::fail("vit_fmnist", msg); }
+
+// The flags, each bound to a Config member (examples/flags.h parses and prints them).
+const std::vector<flags::Flag<Config>>& table() {
+  static const std::vector<flags::Flag<Config>> all = {
+      flags::flag("attn", &Config::attn, true, "softmax | linear | mhla (all: with --bench, the three in turn)"),
+      flags::flag("patch", &Config::patch, true, "patch size in pixels (32x32 padded images)"),
+      flags::flag("block", &Config::block, true, "patches per side of an MHLA block"),
+      flags::flag("dim", &Config::dim, true, "model width"),
+      flags::flag("depth", &Config::depth, true, "transformer blocks"),
+      flags::flag("heads", &Config::heads, true, "attention heads"),
+      flags::flag("mlp-ratio", &Config::mlp_ratio, true, "MLP hidden size / dim"),
+      flags::flag("epochs", &Config::epochs, true, "passes over the 60k training images"),
+      flags::flag("batch", &Config::batch, true, "images per step"),
+      flags::flag("lr", &Config::lr, true, "peak learning rate (AdamW)"),
+      flags::flag("min-lr", &Config::min_lr, true, "learning rate at the end of the cosine"),
+      flags::flag("warmup", &Config::warmup, true, "linear warm-up steps"),
+      flags::flag("weight-decay", &Config::weight_decay, true, "AdamW decoupled weight decay"),
+      flags::flag("label-smoothing", &Config::label_smoothing, true, "cross-entropy label smoothing"),
+      flags::flag("augment", &Config::augment, true, "on | off: random 2-pixel shifts and horizontal flips"),
+      flags::flag("seed", &Config::seed, true, "seeds the weights, the data order and the augmentation"),
+      flags::flag("holdout", &Config::holdout, true, "evaluate on the last N training images, not the test set"),
+      flags::flag("data-dir", &Config::data_dir, false, "Fashion-MNIST IDX files (default: the Debian package's)"),
+      flags::flag("out", &Config::out, false, "run directory (default runs/vit_fmnist_<attn>; with --resume, the checkpoint's)"),
+      flags::flag("resume", &Config::resume, false, "continue from this checkpoint (its config is the base)"),
+      flags::flag("eval", &Config::eval, false, "only evaluate this checkpoint on the test set"),
+      flags::flag("bench", &Config::bench, false, "time N training steps (median), no training"),
+      flags::flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)"),
+  };
+  return all;
+}
+
+void check(const Config& o) {
+  auto positive = [](const char* name, double v) {
+    if (!(v > 0)) fail(fmt::format("--{} must be > 0, got {}", name, v));
+  };
+  if (o.attn != "softmax" && o.attn != "linear" && o.attn != "mhla" && o.attn != "all")
+    fail(fmt::format("--attn must be softmax, linear or mhla (or all with --bench), got '{}'", o.attn));
+  if (o.attn == "all" && o.bench == 0) fail("--attn all only goes with --bench N");
+  positive("patch", double(o.patch));
+  positive("block", double(o.block));
+  positive("dim", double(o.dim));
+  positive("depth", double(o.depth));
+  positive("heads", double(o.heads));
+  positive("mlp-ratio", o.mlp_ratio);
+  positive("epochs", double(o.epochs));
+  positive("batch", double(o.batch));
+  positive("lr", o.lr);
+  if (o.img() % o.patch != 0) fail(fmt::format("--patch {} does not divide the {}-pixel images", o.patch, o.img()));
+  if ((o.img() / o.patch) % o.block != 0)
+    fail(fmt::format("--block {} does not divide the {}x{} patch grid", o.block, o.img() / o.patch, o.img() / o.patch));
+  if (o.dim % o.heads != 0) fail(fmt::format("--dim {} is not a multiple of --heads {}", o.dim, o.heads));
+  if (o.min_lr < 0 || o.min_lr > o.lr) fail(fmt::format("--min-lr must be in [0, lr = {}], got {}", o.lr, o.min_lr));
+  if (o.warmup < 0) fail(fmt::format("--warmup must be >= 0, got {}", o.warmup));
+  if (o.weight_decay < 0) fail(fmt::format("--weight-decay must be >= 0, got {}", o.weight_decay));
+  if (o.label_smoothing < 0 || o.label_smoothing >= 1)
+    fail(fmt::format("--label-smoothing must be in [0, 1), got {}", o.label_smoothing));
+  if (o.holdout < 0 || o.holdout >= 60000) fail(fmt::format("--holdout must be in [0, 60000), got {}", o.holdout));
+  if (o.bench < 0 || o.threads < 0) fail("--bench and --threads must be >= 0");
+  if (!o.resume.empty() && !o.eval.empty()) fail("--resume and --eval do not go together");
+}
+
+}  // namespace
+
+Config parse_config(const std::vector<std::string>& args, Config base) {
+  Config o = flags::parse_flags("vit_fmnist", table(), args, std::move(base));
+  check(o);
+  return o;
+}
+
+std::string config_line(const Config& o) { return flags::flags_line(table(), o); }
+
+std::string usage() { return flags::usage("vit_fmnist", table()); }
+
+// ---------------------------------------------------------------- the model
+
+ViT::ViT(const Config& o) : Module("ViT") {
+  patch = register_module("patch", std::make_shared<nn::PatchEmbed>(o.img(), o.patch, 1, o.dim));
+  patch->block_major(o.block);
+  pos_embed = register_module("pos_embed", std::make_shared<nn::PositionalEmbedding>(patch->num_patches(), o.dim));
+  blocks = register_module("blocks", std::make_shared<nn::Sequential>());
+  for (int64_t i = 0; i < o.depth; ++i)
+    blocks->push_back(std::make_shared<nn::TransformerBlock>(nn::TransformerBlockConfig{
+        .dim = o.dim, .heads = o.heads, .mlp_ratio = o.mlp_ratio, .attention = o.attn, .grid = o.grid()}));
+  norm = register_module("norm", std::make_shared<nn::LayerNorm>(o.dim));
+  head = register_module("head", std::make_shared<nn::Linear>(o.dim, 10));
+
+  // timm's ViT init: every Linear after the patch embedding gets N(0, 0.02²) weights (truncated at
+  // 2σ) and zero biases, so each residual branch starts small and the blocks start near identity.
+  auto init = [](nn::Linear& l) {
+    nn::trunc_normal_(l.weight, 0.02);
+    nn::zeros_(l.bias);
+  };
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    nn::TransformerBlock& b = block(i);
+    auto& attn = dynamic_cast<nn::QKVAttention&>(*b.attn);
+    init(*attn.qkv);
+    init(*attn.proj);
+    init(*b.mlp->fc1);
+    init(*b.mlp->fc2);
+  }
+  init(*head);
+}
+
+nn::TransformerBlock& ViT::block(size_t i) const { return dynamic_cast<nn::TransformerBlock&>(*(*blocks)[i]); }
+
+Tensor ViT::forward(const Tensor& images) {
+  Tensor x = blocks->forward(pos_embed->forward(patch->forward(images)));  // [B, N, dim]
+  return head->forward(norm->forward(mean(x, {1})));  // no class token: average the tokens
+}
+
+// ---------------------------------------------------------------- training
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+int64_t count_correct(const Tensor& logits, const Tensor& y) {
+  const std::vector<int64_t> pred = argmax(logits.detach(), 1).to_vector_as<int64_t>();
+  const std::vector<int64_t> truth = y.to_vector_as<int64_t>();
+  int64_t hits = 0;
+  for (size_t i = 0; i < pred.size(); ++i) hits += pred[i] == truth[i];
+  return hits;
+}
+
+}  // namespace
+
+Trainer::Trainer(const Config& o, int64_t total_steps) : opts_(o) {
+  manual_seed(o.seed);
+  model = std::make_shared<ViT>(o);
+  // Two groups: decayed weight matrices, and the rest (norms, biases, pos_embed, MHLA's mix).
+  optimizer = std::make_unique<nn::AdamW>(nn::adamw_param_groups(*model, o.weight_decay, {"mix"}),
+                                          nn::AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});
+  schedule_ = {.warmup_steps = std::min(o.warmup, total_steps),
+               .total_steps = total_steps,
+               .max_lr = o.lr,
+               .min_lr = o.min_lr};
+}
+
+double Trainer::lr() const { return nn::warmup_cosine(step_, schedule_); }
+
+StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
+  StepStats s;
+  auto t = std::chrono::steady_clock::now();
+  Tensor logits = model->forward(x);
+  Tensor loss = nn::cross_entropy(logits, y, {.label_smoothing = opts_.label_smoothing});
+  s.loss = loss.item();
+  s.forward_s = seconds_since(t);
+
+  t = std::chrono::steady_clock::now();
+  loss.backward();
+  s.backward_s = seconds_since(t);
+
+  t = std::chrono::steady_clock::now();
+  optimizer->set_lr(lr());
+  optimizer->step();
+  optimizer->zero_grad();
+  // Keep MHLA's mixing weights in [0, 1]: negative weights can drive a normaliser to zero, and
+  // without this projection training collapses (measured with PyTorch on this very model).
+  nn::project_mixing_matrices(*model);
+  ++step_;
+  s.update_s = seconds_since(t);
+
+  s.correct = count_correct(logits, y);
+  return s;
+}
+
+EvalStats Trainer::evaluate(const Tensor& x, const Tensor& y, int64_t batch) {
+  NoGradGuard no_grad;
+  model->eval();
+  double loss_sum = 0;
+  int64_t correct = 0;
+  for (int64_t i = 0; i < x.size(0); i += batch) {
+    const int64_t n = std::min(batch, x.size(0) - i);
+    Tensor xb = x.narrow(0, i, n), yb = y.narrow(0, i, n);
+    Tensor logits = model->forward(xb);
+    loss_sum += nn::cross_entropy(logits, yb, {.reduction = nn::Reduction::Sum}).item();
+    correct += count_correct(logits, yb);
+  }
+  model->train();
+  const auto n = static_cast<double>(x.size(0));
+  return {loss_sum / n, static_cast<double>(correct) / n};
+}
+
+void Trainer::save(const std::string& path, nn::Metadata extra) const {
+  extra["config"] = config_line(opts_);
+  extra["step"] = std::to_string(step_);
+  nn::save_checkpoint(path, *model, *optimizer, extra);
+}
+
+nn::Metadata Trainer::load(const std::string& path) {
+  nn::Metadata meta = nn::load_checkpoint(path, *model, *optimizer);
+  LINEA_CHECK(meta.contains("step"), "[vit_fmnist] '{}' has no step count: not a vit_fmnist checkpoint", path);
+  step_ = std::stoll(meta.at("step"));
+  return meta;
+}
+
+}  // namespace vit

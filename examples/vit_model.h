@@ -1,0 +1,115 @@
+// The Fashion-MNIST vision transformer of examples/vit_fmnist.cpp: its options (parsed from the
+// command line), the model, and one training step. A small library of its own, so that
+// tests/test_vit.cpp trains the very same model the example does.
+//
+//   image [B, 1, 32, 32] ─ PatchEmbed (4×4 patches, block-major) ─ + learned positions
+//     ─ depth × TransformerBlock(attention = softmax | linear | mhla) ─ mean over tokens
+//     ─ LayerNorm ─ Linear ─ logits [B, 10]
+//
+// Tokens are laid out block-major: the 8×8 patch grid is cut into 2×2 blocks of 4×4 patches and
+// each block's 16 tokens are contiguous — the layout MHLA mixes (its M = 4 blocks). Softmax and
+// linear attention do not care about token order, so every kind uses the same layout.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <linea/linea.h>
+
+namespace vit {
+
+using linea::Tensor;
+
+// Everything a run is configured by. The defaults are the default `make train` run.
+struct Config {
+  // The model.
+  std::string attn = "mhla";  // softmax | linear | mhla (and "all" with --bench)
+  int64_t patch = 4;          // images are padded 28×28 -> 32×32 and cut into patch×patch pixels
+  int64_t block = 4;          // block×block patches per MHLA block (8×8 patches -> 2×2 blocks)
+  int64_t dim = 64, depth = 4, heads = 4;
+  double mlp_ratio = 2;
+  // The recipe.
+  int64_t epochs = 6;
+  int64_t batch = 128;
+  double lr = 1e-3, min_lr = 1e-5;  // peak and final learning rate
+  int64_t warmup = 200;             // linear warm-up steps, then cosine decay to min_lr
+  double weight_decay = 0.05;       // not on norms, biases, position embeddings, MHLA's mix
+  double label_smoothing = 0.1;
+  bool augment = false;  // random shifts of up to 2 pixels and horizontal flips: slows the
+                         // short default run down (measured on held-out data), helps long ones
+  uint64_t seed = 1;    // the weights, the data order and the augmentation
+  int64_t holdout = 0;  // > 0: train on the first 60000 - holdout images, evaluate on the rest
+                        // instead of the test set (for tuning the recipe without the test set)
+  // Running (not part of the saved config).
+  std::string data_dir;  // "" = /usr/share/datasets/fashion-mnist
+  std::string out;       // "" = runs/vit_fmnist_<attn>
+  std::string resume;    // a checkpoint to continue from
+  std::string eval;      // a checkpoint to evaluate (no training)
+  int64_t bench = 0;     // > 0: time this many training steps instead of training
+  int64_t threads = 0;   // 0 = OpenMP's default (all cores)
+
+  int64_t img() const { return 32; }
+  int64_t grid() const { return img() / patch / block; }  // MHLA's blocks per side
+};
+
+// Parses "--flag value" pairs over `base` (so a checkpoint's config can be the base and the
+// command line override it), then checks the whole result. Throws linea::Error starting with
+// "[vit_fmnist]" that names the flag for anything wrong.
+Config parse_config(const std::vector<std::string>& args, Config base = {});
+// The saved part of the options as a flag line ("--attn mhla --patch 4 ..."): parse_config of
+// its words (flags::split_words) gives them back. Written to config.txt and into each checkpoint.
+std::string config_line(const Config& o);
+std::string usage();
+
+class ViT : public linea::nn::Module {
+ public:
+  explicit ViT(const Config& o);
+  Tensor forward(const Tensor& images) override;  // [B, 1, 32, 32] float32 -> logits [B, 10]
+
+  std::shared_ptr<linea::nn::PatchEmbed> patch;
+  std::shared_ptr<linea::nn::PositionalEmbedding> pos_embed;
+  std::shared_ptr<linea::nn::Sequential> blocks;  // of TransformerBlock
+  linea::nn::TransformerBlock& block(size_t i) const;
+  std::shared_ptr<linea::nn::LayerNorm> norm;
+  std::shared_ptr<linea::nn::Linear> head;
+};
+
+struct StepStats {
+  double loss = 0;      // the mean (label-smoothed) loss of the batch
+  int64_t correct = 0;  // argmax hits in the batch
+  double forward_s = 0, backward_s = 0, update_s = 0;  // where the step's time went
+};
+
+struct EvalStats {
+  double loss = 0;  // mean cross-entropy, no label smoothing
+  double accuracy = 0;
+};
+
+// The model, its AdamW optimizer and the LR schedule, advanced one batch at a time.
+class Trainer {
+ public:
+  // Seeds the global generator with o.seed and builds the model; `total_steps` sizes the cosine.
+  Trainer(const Config& o, int64_t total_steps);
+  // One optimizer step on a batch (x [B, 1, 32, 32] float32, y [B] int64) at the lr of step().
+  StepStats train_step(const Tensor& x, const Tensor& y);
+  // Loss and accuracy over a whole set, in eval mode without a graph, `batch` images at a time.
+  EvalStats evaluate(const Tensor& x, const Tensor& y, int64_t batch = 1000);
+  double lr() const;  // the lr the next step uses
+  int64_t step() const { return step_; }
+
+  // A checkpoint holds the model, the optimizer, `extra` (say the data position) and, under
+  // "config" and "step", the config line and the step count.
+  void save(const std::string& path, linea::nn::Metadata extra = {}) const;
+  linea::nn::Metadata load(const std::string& path);
+
+  std::shared_ptr<ViT> model;
+  std::unique_ptr<linea::nn::AdamW> optimizer;
+
+ private:
+  Config opts_;
+  linea::nn::WarmupCosine schedule_;
+  int64_t step_ = 0;
+};
+
+}  // namespace vit

@@ -1,0 +1,133 @@
+// The Fashion-MNIST ViT of examples/vit_fmnist (examples/vit_model.h): it learns with each
+// attention kind, a checkpoint resumes to the bit, and bad flags give clear errors.
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "helpers.h"
+#include "flags.h"
+#include "vit_model.h"
+
+using namespace linea;
+
+namespace {
+
+// A model small enough for a unit test, with the example's defaults for everything else.
+vit::Config tiny(const std::string& attn) {
+  return vit::parse_config({"--attn", attn, "--dim", "16", "--depth", "1", "--heads", "2", "--mlp-ratio", "2",
+                             "--batch", "16", "--lr", "1e-2", "--warmup", "2", "--label-smoothing", "0"});
+}
+
+// 16 images whose class is written all over them: image i tiles the 4x4 pattern of its class
+// (one fixed random pattern per class) across the picture, plus noise.
+std::pair<Tensor, Tensor> learnable_batch(uint64_t seed) {
+  Generator gen(seed), pattern_gen(1234);
+  const std::vector<double> patterns = randn({10, 16}, pattern_gen).to_vector();
+  Tensor x = randn({16, 1, 32, 32}, gen) * 0.5;
+  std::vector<int64_t> labels(16);
+  float* px = x.data<float>();
+  for (int64_t i = 0; i < 16; ++i) {
+    labels[i] = (i * 7 + static_cast<int64_t>(seed)) % 10;
+    for (int64_t r = 0; r < 32; ++r)
+      for (int64_t c = 0; c < 32; ++c)
+        px[i * 1024 + r * 32 + c] += static_cast<float>(patterns[labels[i] * 16 + r % 4 * 4 + c % 4]);
+  }
+  return {x, from_vector(labels)};
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / fmt::format("linea_test_vit_{}_{}", getpid(), name)).string();
+}
+
+}  // namespace
+
+TEST_CASE("vit: a few steps on a tiny batch lower the loss, for every attention kind") {
+  for (const std::string attn : {"softmax", "linear", "mhla"}) {
+    CAPTURE(attn);
+    vit::Trainer trainer(tiny(attn), 40);
+    auto [x, y] = learnable_batch(7);
+    const double first = trainer.train_step(x, y).loss;
+    double last = first;
+    for (int i = 0; i < 20; ++i) last = trainer.train_step(x, y).loss;
+    CHECK(last < first / 3);  // measured: 2.32 -> 0.53 for each kind
+    CHECK(trainer.model->forward(x).shape() == Shape{16, 10});
+  }
+}
+
+TEST_CASE("vit: the MHLA mixing matrix stays in [0, 1] (projected after every step)") {
+  vit::Config o = tiny("mhla");
+  o.lr = 0.5;  // large enough that unprojected steps would leave [0, 1]
+  vit::Trainer trainer(o, 10);
+  auto [x, y] = learnable_batch(3);
+  for (int i = 0; i < 4; ++i) trainer.train_step(x, y);
+  auto& mhla = dynamic_cast<nn::MHLA&>(*trainer.model->block(0).attn);
+  CHECK(mhla.mix.shape() == Shape{4, 4});  // 8x8 patches in a 2x2 grid of 4x4-patch blocks
+  for (double m : mhla.mix.to_vector()) CHECK((m >= 0 && m <= 1));
+}
+
+TEST_CASE("vit: a checkpoint resumes with the identical next-step loss") {
+  for (const std::string attn : {"softmax", "mhla"}) {
+    CAPTURE(attn);
+    const vit::Config o = tiny(attn);
+    auto [x1, y1] = learnable_batch(1);
+    auto [x2, y2] = learnable_batch(2);
+    const std::string path = temp_path(attn + ".safetensors");
+
+    vit::Trainer a(o, 20);
+    for (int i = 0; i < 3; ++i) a.train_step(x1, y1);
+    a.save(path, {{"epoch", "0"}});
+    const double lr = a.lr();
+    const double expected = a.train_step(x2, y2).loss;
+    const double expected_after = a.train_step(x1, y1).loss;
+
+    vit::Config other = o;
+    other.seed = 99;  // different starting weights, all overwritten by the checkpoint
+    vit::Trainer b(other, 20);
+    const nn::Metadata meta = b.load(path);
+    CHECK(meta.at("epoch") == "0");
+    CHECK(meta.at("config") == vit::config_line(o));
+    CHECK(b.step() == 3);
+    CHECK(b.lr() == lr);  // the same place in the schedule
+    CHECK(b.train_step(x2, y2).loss == expected);  // bit for bit, not approximately
+    CHECK(b.train_step(x1, y1).loss == expected_after);
+    std::filesystem::remove(path);
+  }
+}
+
+TEST_CASE("vit: config line round trip") {
+  const vit::Config o = vit::parse_config(
+      {"--attn", "linear", "--dim", "96", "--heads", "3", "--lr", "0.0007", "--augment", "off", "--seed", "5"});
+  CHECK(o.dim == 96);
+  CHECK(o.heads == 3);
+  CHECK(o.lr == 0.0007);
+  CHECK_FALSE(o.augment);
+  const vit::Config back = vit::parse_config(flags::split_words(vit::config_line(o)));
+  CHECK(vit::config_line(back) == vit::config_line(o));
+  CHECK(back.lr == o.lr);
+  // Later flags win, so the command line can override a checkpoint's config.
+  CHECK(vit::parse_config({"--epochs", "3"}, o).epochs == 3);
+  CHECK(vit::parse_config({"--epochs", "3"}, o).dim == 96);
+}
+
+TEST_CASE("vit: bad flags are clear errors") {
+  auto fails = [](std::vector<std::string> args, const char* msg) {
+    CAPTURE(msg);
+    CHECK_THROWS_WITH_AS(vit::parse_config(args), doctest::Contains(msg), Error);
+  };
+  fails({"--depht", "4"}, "[vit_fmnist] unknown flag '--depht'");
+  fails({"--dim"}, "--dim needs a value");
+  fails({"dim", "64"}, "expected a --flag, got 'dim'");
+  fails({"--dim", "6x"}, "--dim takes an integer number, got '6x'");
+  fails({"--lr", "fast"}, "--lr takes a number, got 'fast'");
+  fails({"--seed", "-1"}, "--seed takes an integer number, got '-1'");
+  fails({"--attn", "flash"}, "--attn must be softmax, linear or mhla");
+  fails({"--attn", "all"}, "--attn all only goes with --bench N");
+  fails({"--augment", "yes"}, "--augment takes on or off, got 'yes'");
+  fails({"--dim", "30"}, "--dim 30 is not a multiple of --heads 4");
+  fails({"--patch", "5"}, "--patch 5 does not divide the 32-pixel images");
+  fails({"--block", "3"}, "--block 3 does not divide the 8x8 patch grid");
+  fails({"--epochs", "0"}, "--epochs must be > 0, got 0");
+  fails({"--label-smoothing", "1"}, "--label-smoothing must be in [0, 1)");
+  fails({"--min-lr", "0.1"}, "--min-lr must be in [0, lr = 0.001]");
+  fails({"--resume", "a", "--eval", "b"}, "--resume and --eval do not go together");
+}
