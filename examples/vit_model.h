@@ -30,9 +30,9 @@ struct Config {
   int64_t dim = 64, depth = 4, heads = 4;
   double mlp_ratio = 2;
   // The recipe.
-  int64_t epochs = 6;
+  int64_t epochs = 5;
   int64_t batch = 128;
-  double lr = 1e-3, min_lr = 1e-5;  // peak and final learning rate
+  double lr = 2e-3, min_lr = 1e-5;  // peak and final learning rate
   int64_t warmup = 200;             // linear warm-up steps, then cosine decay to min_lr
   double weight_decay = 0.05;       // not on norms, biases, position embeddings, MHLA's mix
   double label_smoothing = 0.1;
