@@ -32,7 +32,7 @@ struct Config {
   // The recipe.
   int64_t epochs = 5;
   int64_t batch = 128;
-  double lr = 2e-3, min_lr = 1e-5;  // peak and final learning rate
+  double lr = 4e-3, min_lr = 1e-5;  // peak and final learning rate
   int64_t warmup = 200;             // linear warm-up steps, then cosine decay to min_lr
   double weight_decay = 0.05;       // not on norms, biases, position embeddings, MHLA's mix
   double label_smoothing = 0.1;

@@ -132,6 +132,6 @@ TEST_CASE("vit: bad flags are clear errors") {
   fails({"--block", "3"}, "--block 3 does not divide the 8x8 patch grid");
   fails({"--epochs", "0"}, "--epochs must be > 0, got 0");
   fails({"--label-smoothing", "1"}, "--label-smoothing must be in [0, 1)");
-  fails({"--min-lr", "0.1"}, "--min-lr must be in [0, lr = 0.002]");
+  fails({"--min-lr", "0.1"}, "--min-lr must be in [0, lr = 0.004]");
   fails({"--resume", "a", "--eval", "b"}, "--resume and --eval do not go together");
 }
