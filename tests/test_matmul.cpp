@@ -142,3 +142,21 @@ TEST_CASE("matmul errors name the op and the shapes") {
   CHECK_THROWS_WITH_AS(matmul(i, i), doctest::Contains("[matmul]"), linea::Error);
   CHECK_THROWS_WITH_AS(matmul(scalar(2.0), a), doctest::Contains("[matmul]"), linea::Error);
 }
+
+TEST_CASE("matmul: products split across threads, every transpose combination") {
+  // Big enough (>= 64^3 multiply-adds) that the CPU gemm splits rows (tall) or columns (wide)
+  // over threads; the transposed operands are .t() views, which reach BLAS as CblasTrans.
+  Generator gen(11);
+  for (auto [M, K, N] : {std::array<int64_t, 3>{200, 70, 30}, std::array<int64_t, 3>{30, 70, 200}}) {
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Tensor a = ta ? randn({K, M}, gen, float64).t() : randn({M, K}, gen, float64);
+        Tensor b = tb ? randn({N, K}, gen, float64).t() : randn({K, N}, gen, float64);
+        CAPTURE(M);
+        CAPTURE(ta);
+        CAPTURE(tb);
+        CHECK(allclose(matmul(a, b), ref_matmul(a, b), 1e-10, 1e-10));
+        CHECK(allclose(matmul(a.to(float32), b.to(float32)), ref_matmul(a, b), 1e-3, 1e-4));
+      }
+  }
+}

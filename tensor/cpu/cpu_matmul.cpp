@@ -60,6 +60,30 @@ void gemm_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, in
 constexpr int64_t kSmallGemm = 256 * 256 * 256;
 constexpr int64_t kMinParallelWork = 64 * 64 * 64;
 
+
+// One gemm on every thread: each thread multiplies its own block of rows of a (or, for a short
+// wide product, columns of b) with single-threaded BLAS (OpenBLAS runs serially inside a parallel
+// region). OpenBLAS's own threading splits the skinny products of small models badly: measured
+// here, [8192,64]@[64,192] took 2.6 ms with its 2 threads and 1.05 ms split by rows.
+template <class T>
+void gemm_split(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b, int64_t ldb,
+                T* c, int64_t ldc) {
+  const int nt = omp_get_max_threads();
+  if (nt == 1 || omp_in_parallel() || M * N * K < kMinParallelWork)
+    return gemm_call<T>(ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
+  const bool rows = M >= N;
+#pragma omp parallel num_threads(nt)
+  {
+    const int64_t t = omp_get_thread_num(), len = rows ? M : N;
+    const int64_t i0 = len * t / nt, i1 = len * (t + 1) / nt;
+    if (i1 > i0) {
+      if (rows)  // rows i0..i1 of a: a row offset, or a column offset when a is stored transposed
+        gemm_call<T>(ta, tb, i1 - i0, N, K, a + (ta ? i0 : i0 * lda), lda, b, ldb, c + i0 * ldc, ldc);
+      else  // columns i0..i1 of b and c
+        gemm_call<T>(ta, tb, M, i1 - i0, K, a, lda, b + (tb ? i0 * ldb : i0), ldb, c + i0, ldc);
+    }
+  }
+}
 }  // namespace
 
 void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
@@ -86,13 +110,13 @@ void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out)
     T* pc = out.data<T>();
     // b shared by all batches and a's batches stacked row-major: one [batch*M, K] @ [K, N] gemm.
     if (sb == 0 && !va.trans && (sa == M * va.ld || batch == 1)) {
-      gemm_call<T>(false, vb.trans, batch * M, N, K, pa, va.ld, pb, vb.ld, pc, N);
+      gemm_split<T>(false, vb.trans, batch * M, N, K, pa, va.ld, pb, vb.ld, pc, N);
       return;
     }
 #pragma omp parallel for schedule(static) \
     if (batch > 1 && M * N * K <= kSmallGemm && batch * M * N * K >= kMinParallelWork)
     for (int64_t i = 0; i < batch; ++i)
-      gemm_call<T>(va.trans, vb.trans, M, N, K, pa + i * sa, va.ld, pb + i * sb, vb.ld, pc + i * M * N, N);
+      gemm_split<T>(va.trans, vb.trans, M, N, K, pa + i * sa, va.ld, pb + i * sb, vb.ld, pc + i * M * N, N);
   });
 }
 
