@@ -30,7 +30,7 @@ struct Config {
   int64_t dim = 64, depth = 4, heads = 4;
   double mlp_ratio = 2;
   // The recipe.
-  int64_t epochs = 5;
+  int64_t epochs = 6;
   int64_t batch = 128;
   double lr = 4e-3, min_lr = 1e-5;  // peak and final learning rate
   int64_t warmup = 200;             // linear warm-up steps, then cosine decay to min_lr
