@@ -18,7 +18,6 @@
 //   checkpoint.safetensors   model + AdamW state, after every evaluation and on Ctrl-C
 #include <omp.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +34,7 @@
 #include "data/sampling.h"
 #include "data/text.h"
 #include "flags.h"
+#include "own_process.h"
 #include "gpt_model.h"
 
 using namespace linea;
@@ -223,22 +223,12 @@ int run_bench(Config o) {
     print_bench_row(o.attn, bench_one(o));
     return 0;
   }
-  // Each kind in its own process, so that each peak RSS is its own. The parent has run no
-  // OpenMP code yet, which makes fork() safe.
-  for (const char* attn : {"softmax", "linear", "mhla"}) {
-    const pid_t pid = fork();
-    if (pid < 0) fail("fork failed");
-    if (pid == 0) {
-      o.attn = attn;
-      print_bench_row(attn, bench_one(o));
-      std::fflush(stdout);
-      _exit(0);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
-  }
-  return 0;
+  // The parent has run no OpenMP code yet, so each kind can run in a child of its own.
+  const bool ok = run_each_in_own_process({"softmax", "linear", "mhla"}, [&](const char* attn) {
+    o.attn = attn;
+    print_bench_row(attn, bench_one(o));
+  });
+  return ok ? 0 : 1;
 }
 
 // ---------------------------------------------------------------- --load: sample only

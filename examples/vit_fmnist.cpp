@@ -17,8 +17,6 @@
 // (--resume continues in the checkpoint's folder).
 #include <omp.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -33,6 +31,7 @@
 #include "data/idx.h"
 #include "data/progress.h"
 #include "flags.h"
+#include "own_process.h"
 #include "vit_model.h"
 
 using namespace linea;
@@ -135,22 +134,12 @@ int run_bench(Config o) {
     print_bench_row(o.attn, bench_one(o));
     return 0;
   }
-  // Each kind in its own process, so that each peak RSS is its own. The parent has run no
-  // OpenMP code yet, which makes fork() safe.
-  for (const char* attn : {"softmax", "linear", "mhla"}) {
-    const pid_t pid = fork();
-    LINEA_CHECK(pid >= 0, "[vit_fmnist] fork failed");
-    if (pid == 0) {
-      o.attn = attn;
-      print_bench_row(attn, bench_one(o));
-      std::fflush(stdout);
-      _exit(0);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
-  }
-  return 0;
+  // The parent has run no OpenMP code yet, so each kind can run in a child of its own.
+  const bool ok = run_each_in_own_process({"softmax", "linear", "mhla"}, [&](const char* attn) {
+    o.attn = attn;
+    print_bench_row(attn, bench_one(o));
+  });
+  return ok ? 0 : 1;
 }
 
 // ---------------------------------------------------------------- --eval
