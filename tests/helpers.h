@@ -1,6 +1,12 @@
 // Small helpers shared by the test files.
 #pragma once
 #include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include <linea/linea.h>
 
@@ -28,6 +34,33 @@ inline bool allclose(const Tensor& a, const Tensor& b, double atol = 1e-6, doubl
     }
   }
   return true;
+}
+
+// A fresh scratch directory (tagged with the test's name and this process), removed when it goes
+// out of scope; file(name) is a path inside it.
+struct TempDir {
+  std::filesystem::path dir;
+  explicit TempDir(const std::string& tag) {
+    static int n = 0;
+    dir = std::filesystem::temp_directory_path() / fmt::format("linea_test_{}_{}_{}", tag, ::getpid(), n++);
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  ~TempDir() { std::filesystem::remove_all(dir); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (dir / name).string(); }
+};
+
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+  std::filesystem::remove(path);  // a new file: rewriting one in place makes ext4 flush it (~5 ms a time)
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
 }  // namespace linea::testing

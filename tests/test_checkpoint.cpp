@@ -14,36 +14,13 @@
 #include "helpers.h"
 
 using namespace linea;
+using linea::testing::read_bytes;
+using linea::testing::write_bytes;
 using linea::testing::randn64;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh scratch directory per test, removed afterwards.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static int n = 0;
-    dir = fs::temp_directory_path() / fmt::format("linea_test_checkpoint_{}_{}", ::getpid(), n++);
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string operator/(const std::string& name) const { return (dir / name).string(); }
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  fs::remove(path);  // a new file: rewriting one in place makes ext4 flush it to disk (~5 ms a time)
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 // The raw bytes of a tensor in C order.
 std::string bytes_of(const Tensor& t) {
@@ -109,8 +86,8 @@ void train_step(Net& net, nn::Optimizer& opt) {
 }  // namespace
 
 TEST_CASE("safetensors round trip is bitwise exact for every dtype, with metadata") {
-  TempDir tmp;
-  const std::string path = tmp / "all.safetensors";
+  testing::TempDir tmp("checkpoint");
+  const std::string path = tmp.file("all.safetensors");
   const nn::StateDict want = every_dtype();
   const nn::Metadata meta{{"step", "12"}, {"quote\" and\nnewline", "back\\slash \t \x01 ünïcødé"}, {"", ""}};
   nn::save_safetensors(path, want, meta);
@@ -139,8 +116,8 @@ TEST_CASE("safetensors round trip is bitwise exact for every dtype, with metadat
 }
 
 TEST_CASE("checkpoint: optimizer state round trip, and a resumed run takes the identical next step") {
-  TempDir tmp;
-  const std::string path = tmp / "ckpt.safetensors";
+  testing::TempDir tmp("checkpoint");
+  const std::string path = tmp.file("ckpt.safetensors");
   for (bool adam : {true, false}) {
     CAPTURE(adam);
     auto make_opt = [&](Net& net) -> std::unique_ptr<nn::Optimizer> {
@@ -177,11 +154,11 @@ TEST_CASE("checkpoint: optimizer state round trip, and a resumed run takes the i
 }
 
 TEST_CASE("load_checkpoint: missing, mis-shaped and foreign keys give clear errors") {
-  TempDir tmp;
+  testing::TempDir tmp("checkpoint");
   auto net = std::make_shared<Net>(1);
   nn::AdamW opt(net->named_parameters());
   train_step(*net, opt);
-  const std::string path = tmp / "ckpt.safetensors", bad = tmp / "bad.safetensors";
+  const std::string path = tmp.file("ckpt.safetensors"), bad = tmp.file("bad.safetensors");
   nn::save_checkpoint(path, *net, opt);
   const nn::StateDict good = nn::load_safetensors(path).tensors;
   auto load_modified = [&](const std::function<void(nn::StateDict&)>& edit) {
@@ -205,8 +182,8 @@ TEST_CASE("load_checkpoint: missing, mis-shaped and foreign keys give clear erro
 }
 
 TEST_CASE("writes are atomic: a failed save leaves the previous file intact") {
-  TempDir tmp;
-  const std::string path = tmp / "model.safetensors";
+  testing::TempDir tmp("checkpoint");
+  const std::string path = tmp.file("model.safetensors");
   const nn::StateDict v1{{"w", randn64({3}, 1, false)}};
   nn::save_safetensors(path, v1);
   const std::string before = read_bytes(path);
@@ -216,10 +193,10 @@ TEST_CASE("writes are atomic: a failed save leaves the previous file intact") {
                        doctest::Contains("tensor \"x\" is undefined"), Error);
   CHECK(read_bytes(path) == before);
   // No directory to write the temp file into.
-  CHECK_THROWS_WITH_AS(nn::save_safetensors(tmp / "no/such/dir.safetensors", v1),
+  CHECK_THROWS_WITH_AS(nn::save_safetensors(tmp.file("no/such/dir.safetensors"), v1),
                        doctest::Contains("[save_safetensors] cannot create a temp file"), Error);
   // Failing at the rename (the target is a non-empty directory): the temp file is removed.
-  const std::string blocked = tmp / "blocked.safetensors";
+  const std::string blocked = tmp.file("blocked.safetensors");
   fs::create_directories(fs::path(blocked) / "inside");
   CHECK_THROWS_WITH_AS(nn::save_safetensors(blocked, v1), doctest::Contains("renaming"), Error);
   // A temp file left behind by a crashed save does not affect the real file or the next save.
@@ -245,8 +222,8 @@ TEST_CASE("writes are atomic: a failed save leaves the previous file intact") {
 }
 
 TEST_CASE("truncated, corrupted and hostile files give a linea::Error naming the file") {
-  TempDir tmp;
-  const std::string good_path = tmp / "good.safetensors", path = tmp / "bad.safetensors";
+  testing::TempDir tmp("checkpoint");
+  const std::string good_path = tmp.file("good.safetensors"), path = tmp.file("bad.safetensors");
   nn::save_safetensors(good_path, {{"a", randn64({2, 3}, 1, false)}, {"b", arange(4)}}, {{"k", "v"}});
   const std::string good = read_bytes(good_path);
   uint64_t n = 0;
@@ -294,12 +271,12 @@ TEST_CASE("truncated, corrupted and hostile files give a linea::Error naming the
     } catch (const Error&) {
     }
   }
-  CHECK_THROWS_WITH_AS(nn::load_safetensors(tmp / "missing.safetensors"), doctest::Contains("cannot open"), Error);
+  CHECK_THROWS_WITH_AS(nn::load_safetensors(tmp.file("missing.safetensors")), doctest::Contains("cannot open"), Error);
 }
 
 TEST_CASE("malformed headers: each problem is named") {
-  TempDir tmp;
-  const std::string path = tmp / "h.safetensors";
+  testing::TempDir tmp("checkpoint");
+  const std::string path = tmp.file("h.safetensors");
   auto check = [&](const std::string& header, size_t data, const std::string& what) {
     CAPTURE(header);
     write_bytes(path, raw_file(header, data));
@@ -352,24 +329,24 @@ TEST_CASE("python safetensors reads linea's files and linea reads theirs") {
     MESSAGE("skipped: python3 with numpy and safetensors is not available (pip install numpy safetensors)");
     return;
   }
-  TempDir tmp;
+  testing::TempDir tmp("checkpoint");
   const std::string script = (fs::path(__FILE__).parent_path() / "safetensors_check.py").string();
   REQUIRE(fs::exists(script));
 
   // linea -> python: every dtype, compared bitwise against the same tensors saved as .npy.
   const nn::StateDict ours = every_dtype();
-  nn::save_safetensors(tmp / "linea.safetensors", ours, {{"who", "linea"}});
+  nn::save_safetensors(tmp.file("linea.safetensors"), ours, {{"who", "linea"}});
   fs::create_directories(tmp.dir / "npy_linea");
-  for (const auto& [name, t] : ours) save_npy(tmp / ("npy_linea/" + name + ".npy"), t);
+  for (const auto& [name, t] : ours) save_npy(tmp.file("npy_linea/" + name + ".npy"), t);
   const std::string read_cmd = fmt::format("python3 '{}' read '{}' '{}' who=linea", script,
-                                           tmp / "linea.safetensors", tmp / "npy_linea");
+                                           tmp.file("linea.safetensors"), tmp.file("npy_linea"));
   CHECK(std::system(read_cmd.c_str()) == 0);
 
   // python -> linea.
-  const std::string write_cmd = fmt::format("python3 '{}' write '{}' '{}'", script, tmp / "py.safetensors",
-                                            tmp / "npy_py");
+  const std::string write_cmd = fmt::format("python3 '{}' write '{}' '{}'", script, tmp.file("py.safetensors"),
+                                            tmp.file("npy_py"));
   REQUIRE(std::system(write_cmd.c_str()) == 0);
-  nn::Safetensors theirs = nn::load_safetensors(tmp / "py.safetensors");
+  nn::Safetensors theirs = nn::load_safetensors(tmp.file("py.safetensors"));
   CHECK(theirs.metadata == nn::Metadata{{"who", "python"}});
   nn::StateDict want;
   for (const auto& e : fs::directory_iterator(tmp.dir / "npy_py"))

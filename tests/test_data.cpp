@@ -19,33 +19,22 @@
 
 using namespace linea;
 using namespace linea::data;
+using linea::testing::read_bytes;
+using linea::testing::write_bytes;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / fmt::format("linea_test_data_{}", getpid());
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-const TempDir& tmp() {
-  static TempDir d;
+const testing::TempDir& tmp() {
+  static testing::TempDir d("data");
   return d;
 }
 
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
 void write_gzip(const std::string& path, const std::string& bytes) {
   gzFile f = gzopen(path.c_str(), "wb");
   REQUIRE(f != nullptr);
   REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
   gzclose(f);
-}
-std::string read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
 // An unsigned-byte IDX file: magic 00 00 08 ndim, big-endian dims, then the data.

@@ -11,28 +11,16 @@
 #include "helpers.h"
 
 using namespace linea;
+using linea::testing::read_bytes;
+using linea::testing::write_bytes;
 namespace fs = std::filesystem;
 
 namespace {
 
 // A fresh directory for this process's files, removed at exit.
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / fmt::format("linea_test_io_{}", getpid());
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-const TempDir& tmp() {
-  static TempDir d;
+const testing::TempDir& tmp() {
+  static testing::TempDir d("io");
   return d;
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-std::string read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
 // A hand-made .npy 1.0 file: header dict as given, then `data`.
