@@ -24,6 +24,16 @@ std::vector<int64_t> element_offsets(const Tensor& t) {
   return offs;
 }
 
+// The multi-index of the e-th element (row-major) of a tensor of this shape, as "[i, j, k]".
+std::string index_str(int64_t e, const Shape& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = e % shape[d];
+    e /= shape[d];
+  }
+  return fmt::format("[{}]", fmt::join(idx, ", "));
+}
+
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
   for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
@@ -79,7 +89,8 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
         res.message = fmt::format(
             "[gradcheck] input {} (shape {}), element {}: analytic {:.10g} vs numeric {:.10g} (|diff| {:.3g} > "
             "atol {} + rtol {} * |numeric|)",
-            i, shape_str(x.shape()), e, analytic[e], numeric, err, opts.atol, opts.rtol);
+            i, shape_str(x.shape()), index_str(static_cast<int64_t>(e), x.shape()), analytic[e], numeric, err,
+            opts.atol, opts.rtol);
       }
     }
   }
