@@ -113,7 +113,7 @@ TEST_CASE("read_idx: bad magic, unsupported type, truncated header and data, ext
 
 TEST_CASE("load_fashion_mnist: a data dir with gzip or raw files; shape and label checks") {
   for (bool gzip : {true, false}) {
-    const fs::path dir = tmp().path / (gzip ? "fm_gz" : "fm_raw");
+    const fs::path dir = tmp().dir / (gzip ? "fm_gz" : "fm_raw");
     write_fake_split(dir, "t10k", 12, gzip);
     ImageDataset d = load_fashion_mnist("test", dir.string());
     CHECK(d.images.shape() == Shape{12, 28, 28});
@@ -122,7 +122,7 @@ TEST_CASE("load_fashion_mnist: a data dir with gzip or raw files; shape and labe
     CHECK(ints(d.labels) == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1});
     CHECK(d.images.at({1, 0, 0}) == 784 % 256);
   }
-  const fs::path bad = tmp().path / "fm_bad";
+  const fs::path bad = tmp().dir / "fm_bad";
   fs::create_directories(bad);
   // Wrong image dims.
   write_bytes((bad / "train-images-idx3-ubyte").string(), idx_bytes({2, 27, 28}, ramp(2 * 27 * 28)));
@@ -142,7 +142,7 @@ TEST_CASE("load_fashion_mnist: a data dir with gzip or raw files; shape and labe
 }
 
 TEST_CASE("load_fashion_mnist: missing files name the file and the Debian package") {
-  const fs::path empty_dir = tmp().path / "fm_empty";
+  const fs::path empty_dir = tmp().dir / "fm_empty";
   fs::create_directories(empty_dir);
   CHECK_THROWS_WITH_AS(load_fashion_mnist("train", empty_dir.string()),
                        doctest::Contains("sudo apt-get install dataset-fashion-mnist"), linea::Error);
