@@ -17,7 +17,6 @@
 //   metrics.csv              one row per evaluation: step, lr, train and val loss, bits per char
 //   checkpoint.safetensors   model + AdamW state, after every evaluation and on Ctrl-C
 #include <omp.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,7 +33,7 @@
 #include "data/sampling.h"
 #include "data/text.h"
 #include "flags.h"
-#include "own_process.h"
+#include "bench_steps.h"
 #include "gpt_model.h"
 
 using namespace linea;
@@ -176,59 +175,22 @@ std::string vocab_beside(const std::string& checkpoint) {
 
 // ---------------------------------------------------------------- --bench
 
-struct BenchRow {
-  double step_ms, forward_ms, backward_ms, update_ms, tokens_per_s, peak_rss_mb;
-};
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Times o.bench training steps on random windows of a 65-character vocabulary after 3 warm-ups.
-BenchRow bench_one(const Config& o) {
+// Times o.bench training steps on random windows of a 65-character vocabulary.
+BenchRow bench_one(Config o, const std::string& attn) {
+  o.attn = attn;
   manual_seed(o.seed);
   auto model = std::make_shared<gpt::GPT>(model_config(o, 65));
   gpt::Trainer trainer(model, optim_config(o));
   Generator gen(o.seed);
   const Tensor x = randint(0, 65, {o.batch, o.context}, gen), y = randint(0, 65, {o.batch, o.context}, gen);
-  for (int i = 0; i < 3; ++i) trainer.train_step(x, y);
-  std::vector<double> total, fwd, bwd, upd;
-  for (int64_t i = 0; i < o.bench; ++i) {
-    const auto t = Clock::now();
-    const gpt::StepStats s = trainer.train_step(x, y);
-    total.push_back(seconds_since(t) * 1e3);
-    fwd.push_back(s.forward_s * 1e3);
-    bwd.push_back(s.backward_s * 1e3);
-    upd.push_back(s.update_s * 1e3);
-  }
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  const double ms = median(total);
-  return {ms, median(fwd), median(bwd), median(upd), double(o.batch * o.context) * 1e3 / ms, ru.ru_maxrss / 1024.0};
+  return time_steps(o.bench, double(o.batch * o.context), [&] { return trainer.train_step(x, y); });
 }
 
-void print_bench_row(const std::string& attn, const BenchRow& r) {
-  fmt::print("{:<8} {:>9.2f} {:>8.2f} {:>9.2f} {:>7.2f} {:>9.0f} {:>9.0f}\n", attn, r.step_ms, r.forward_ms,
-             r.backward_ms, r.update_ms, r.tokens_per_s, r.peak_rss_mb);
-}
-
-int run_bench(Config o) {
+int run_bench(const Config& o) {
   fmt::print("char_lm --bench {}: batch {} x context {}, dim {}, layers {}, heads {}, chunk {}, {} threads; median\n",
              o.bench, o.batch, o.context, o.dim, o.layers, o.heads, o.chunk, omp_get_max_threads());
-  fmt::print("{:<8} {:>9} {:>8} {:>9} {:>7} {:>9} {:>9}\n", "attn", "step ms", "forward", "backward", "update",
-             "tok/s", "peak MB");
-  std::fflush(stdout);
-  if (o.attn != "all") {
-    print_bench_row(o.attn, bench_one(o));
-    return 0;
-  }
-  // The parent has run no OpenMP code yet, so each kind can run in a child of its own.
-  const bool ok = run_each_in_own_process({"softmax", "linear", "mhla"}, [&](const char* attn) {
-    o.attn = attn;
-    print_bench_row(attn, bench_one(o));
-  });
-  return ok ? 0 : 1;
+  print_bench_header("tok/s");
+  return run_bench_rows(o.attn, [&](const std::string& attn) { return bench_one(o, attn); });
 }
 
 // ---------------------------------------------------------------- --load: sample only

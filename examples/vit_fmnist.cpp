@@ -16,7 +16,6 @@
 //   checkpoint.safetensors   model + AdamW state + data position, after every epoch and on Ctrl-C
 // (--resume continues in the checkpoint's folder).
 #include <omp.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -31,7 +30,7 @@
 #include "data/idx.h"
 #include "data/progress.h"
 #include "flags.h"
-#include "own_process.h"
+#include "bench_steps.h"
 #include "vit_model.h"
 
 using namespace linea;
@@ -89,57 +88,20 @@ Config config_from_checkpoint(const std::string& path, const std::vector<std::st
 
 // ---------------------------------------------------------------- --bench
 
-struct BenchRow {
-  double step_ms, forward_ms, backward_ms, update_ms, images_per_s, peak_rss_mb;
-};
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Times o.bench training steps on a random batch after 3 warm-up steps.
-BenchRow bench_one(const Config& o) {
+// Times o.bench training steps on a random batch.
+BenchRow bench_one(Config o, const std::string& attn) {
+  o.attn = attn;
   vit::Trainer trainer(o, 1000000);
   Generator gen(o.seed);
   const Tensor x = randn({o.batch, 1, o.img(), o.img()}, gen), y = randint(0, 10, {o.batch}, gen);
-  for (int i = 0; i < 3; ++i) trainer.train_step(x, y);
-  std::vector<double> total, fwd, bwd, upd;
-  for (int64_t i = 0; i < o.bench; ++i) {
-    const auto t = Clock::now();
-    const vit::StepStats s = trainer.train_step(x, y);
-    total.push_back(seconds_since(t) * 1e3);
-    fwd.push_back(s.forward_s * 1e3);
-    bwd.push_back(s.backward_s * 1e3);
-    upd.push_back(s.update_s * 1e3);
-  }
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  const double ms = median(total);
-  return {ms, median(fwd), median(bwd), median(upd), o.batch * 1e3 / ms, ru.ru_maxrss / 1024.0};
+  return time_steps(o.bench, double(o.batch), [&] { return trainer.train_step(x, y); });
 }
 
-void print_bench_row(const std::string& attn, const BenchRow& r) {
-  fmt::print("{:<8} {:>9.1f} {:>8.1f} {:>9.1f} {:>7.1f} {:>9.0f} {:>9.0f}\n", attn, r.step_ms, r.forward_ms,
-             r.backward_ms, r.update_ms, r.images_per_s, r.peak_rss_mb);
-}
-
-int run_bench(Config o) {
+int run_bench(const Config& o) {
   fmt::print("vit_fmnist --bench {}: batch {}, dim {}, depth {}, heads {}, {} threads; median ms per step\n", o.bench,
              o.batch, o.dim, o.depth, o.heads, omp_get_max_threads());
-  fmt::print("{:<8} {:>9} {:>8} {:>9} {:>7} {:>9} {:>9}\n", "attn", "step ms", "forward", "backward", "update",
-             "img/s", "peak MB");
-  std::fflush(stdout);
-  if (o.attn != "all") {
-    print_bench_row(o.attn, bench_one(o));
-    return 0;
-  }
-  // The parent has run no OpenMP code yet, so each kind can run in a child of its own.
-  const bool ok = run_each_in_own_process({"softmax", "linear", "mhla"}, [&](const char* attn) {
-    o.attn = attn;
-    print_bench_row(attn, bench_one(o));
-  });
-  return ok ? 0 : 1;
+  print_bench_header("img/s");
+  return run_bench_rows(o.attn, [&](const std::string& attn) { return bench_one(o, attn); });
 }
 
 // ---------------------------------------------------------------- --eval

@@ -1,0 +1,77 @@
+// `--bench N` in the examples: time N training steps after 3 warm-ups and print one table row per
+// attention kind (median ms per step and per phase, items/s, peak RSS). With `--attn all` each
+// kind runs in a child process of its own, so each peak RSS (getrusage) belongs to that kind
+// alone; that must start before this process runs any OpenMP code (libgomp does not survive fork).
+#pragma once
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+struct BenchRow {
+  double step_ms, forward_ms, backward_ms, update_ms, items_per_s, peak_rss_mb;
+};
+
+// step() runs one training step and returns its per-phase times (.forward_s, .backward_s, .update_s).
+template <class Step>
+BenchRow time_steps(int64_t n, double items_per_step, Step step) {
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  for (int i = 0; i < 3; ++i) step();
+  std::vector<double> total, fwd, bwd, upd;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto t = std::chrono::steady_clock::now();
+    const auto s = step();
+    total.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
+    fwd.push_back(s.forward_s * 1e3);
+    bwd.push_back(s.backward_s * 1e3);
+    upd.push_back(s.update_s * 1e3);
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double ms = median(total);
+  return {ms, median(fwd), median(bwd), median(upd), items_per_step * 1e3 / ms, ru.ru_maxrss / 1024.0};
+}
+
+inline void print_bench_header(const char* items) {
+  fmt::print("{:<8} {:>9} {:>8} {:>9} {:>7} {:>9} {:>9}\n", "attn", "step ms", "forward", "backward", "update",
+             items, "peak MB");
+  std::fflush(stdout);
+}
+
+inline void print_bench_row(const std::string& attn, const BenchRow& r) {
+  fmt::print("{:<8} {:>9.2f} {:>8.2f} {:>9.2f} {:>7.2f} {:>9.0f} {:>9.0f}\n", attn, r.step_ms, r.forward_ms,
+             r.backward_ms, r.update_ms, r.items_per_s, r.peak_rss_mb);
+  std::fflush(stdout);
+}
+
+// Runs row(attn) for `attn`, or for each kind in a child of its own when attn is "all".
+inline int run_bench_rows(const std::string& attn, const std::function<BenchRow(const std::string&)>& row) {
+  if (attn != "all") {
+    print_bench_row(attn, row(attn));
+    return 0;
+  }
+  for (const char* kind : {"softmax", "linear", "mhla"}) {
+    const pid_t pid = fork();
+    if (pid < 0) return 1;
+    if (pid == 0) {
+      print_bench_row(kind, row(kind));
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+  }
+  return 0;
+}
