@@ -7,6 +7,7 @@
 #include "linea/tensor/dtype.h"
 #include "linea/tensor/error.h"
 #include "linea/tensor/npy.h"
+#include "linea/tensor/precision.h"
 #include "linea/tensor/print.h"
 #include "linea/tensor/random.h"
 #include "linea/tensor/shape.h"

@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "linea/cuda/runtime.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 
 namespace linea {
@@ -17,7 +18,13 @@ void register_backend(DeviceType type, Backend* b) { registry()[static_cast<int>
 
 Backend& backend(Device device) {
   if (device.is_cpu()) return cpu::instance();
+  LINEA_CHECK(device.index == 0, "[backend] only one GPU (cuda:0) is supported, got {}", device);
   Backend* b = registry()[static_cast<int>(device.type)];
+  if (b == nullptr && device.is_cuda()) {
+    // The CUDA backend registers itself on first use, once the runtime has found a device.
+    b = cuda::backend_if_available();
+    if (b != nullptr) register_backend(DeviceType::CUDA, b);
+  }
   LINEA_CHECK(b != nullptr, "[backend] no backend for device {}: {}", device,
               device.is_cuda() ? "this build or machine has no CUDA support (see linea::cuda::is_available())"
                                : "the CPU backend was not registered");

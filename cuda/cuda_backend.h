@@ -1,0 +1,70 @@
+// The CUDA implementation of the kernel interface (tensor/backend.h). Host side only (g++): each
+// method validates its tensors, turns them into TensorArg (device_abi.h) and calls a launcher
+// from the family's .cu file. Methods are spread over one file per family, like the CPU backend:
+//   cuda_memory.cpp (+ allocator.cpp)        allocate, host transfers, copy, fill
+//   cuda_elementwise.cpp / elementwise.cu    unary, binary, where
+//   cuda_reduce.cpp / reduce.cu              reduce, softmax, softmax_backward
+//   cuda_norm.cpp / norm.cu                  layernorm / rmsnorm forward and backward
+//   cuda_matmul.cpp                          gemm (cuBLAS)
+//   cuda_index.cpp / index.cu                index_select, index_add, gather, scatter_add
+#pragma once
+#include <cuda_runtime.h>
+
+#include "linea/cuda/device_abi.h"
+#include "linea/tensor/backend.h"
+
+namespace linea::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  std::shared_ptr<Storage> allocate(std::size_t nbytes) override;
+  void copy_from_host(Storage& dst, std::size_t dst_byte_offset, const void* src, std::size_t nbytes) override;
+  void copy_to_host(void* dst, const Storage& src, std::size_t src_byte_offset, std::size_t nbytes) override;
+
+  void copy(const Tensor& src, const Tensor& dst) override;
+  void fill(const Tensor& dst, double value) override;
+  void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) override;
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
+
+  void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) override;
+  void softmax(const Tensor& x, const Tensor& out, bool log) override;
+  void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, bool log) override;
+
+  void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
+                         const Tensor& mean, const Tensor& rstd) override;
+  void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                          const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) override;
+  void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& out,
+                       const Tensor& rstd) override;
+  void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                        const Tensor& dx, const Tensor& dweight) override;
+
+  void gemm(const Tensor& a, const Tensor& b, const Tensor& out) override;
+
+  void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;
+  void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;
+  void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;
+  void scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;
+};
+
+CudaBackend& instance();
+
+// Tensor -> kernel operand. Checks that t lives on a CUDA device and has at most kMaxDims dims;
+// `op` names the caller in the error.
+TensorArg arg(const Tensor& t, const char* op);
+Dt dt(DType t);
+
+// Turn a failed CUDA runtime call, or an error left by the last kernel launch, into a
+// linea::Error naming the call or kernel: LINEA_CUDA_CHECK(cudaMemcpyAsync(...)) and
+// check_launch("softmax_rows") right after each launch.
+void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line);
+void check_launch(const char* kernel);
+
+}  // namespace linea::cuda
+
+#define LINEA_CUDA_CHECK(call)                                                                      \
+  do {                                                                                              \
+    cudaError_t linea_cuda_err_ = (call);                                                           \
+    if (linea_cuda_err_ != cudaSuccess) ::linea::cuda::throw_cuda_error(linea_cuda_err_, #call, __FILE__, __LINE__); \
+  } while (0)

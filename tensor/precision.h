@@ -1,0 +1,35 @@
+// How float32 matrix products may round their operands. A process-wide switch, read by the
+// GPU's gemm (cuBLAS compute type); the CPU backend always multiplies in full float32/float64.
+//
+//   Highest  full float32 products (the default; what the tests and gradchecks assume)
+//   TF32     operands rounded to TF32 (10-bit mantissa) on tensor cores, float32 accumulation:
+//            relative error ~3e-4, several times the float32 matrix rate on A100/H100
+//   BF16     "bf16 autocast": operands rounded to bfloat16 (7-bit mantissa) on tensor cores,
+//            float32 accumulation; relative error ~1e-3..1e-2. Parameters, activations and
+//            optimizer state stay float32 tensors: only the products inside gemm round.
+// float64 products are never rounded.
+#pragma once
+
+namespace linea {
+
+enum class MatmulPrecision { Highest, TF32, BF16 };
+
+void set_matmul_precision(MatmulPrecision p);
+MatmulPrecision matmul_precision();
+
+// Scoped switch, like torch.autocast: { AutocastGuard bf16; loss = model(x); } restores the
+// previous precision on scope exit.
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(MatmulPrecision p = MatmulPrecision::BF16) : saved_(matmul_precision()) {
+    set_matmul_precision(p);
+  }
+  ~AutocastGuard() { set_matmul_precision(saved_); }
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  MatmulPrecision saved_;
+};
+
+}  // namespace linea
