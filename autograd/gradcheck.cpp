@@ -5,6 +5,7 @@
 #include "linea/autograd/graph.h"
 #include "linea/autograd/ops_elementwise.h"
 #include "linea/autograd/ops_reduce.h"
+#include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
 
 namespace linea {
@@ -44,8 +45,8 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
 GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs, GradcheckOptions opts) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& x = inputs[i];
-    LINEA_CHECK(!x.requires_grad() || (x.dtype() == DType::Float64 && x.device().is_cpu() && x.is_leaf()),
-                "[gradcheck] input {} must be a float64 CPU leaf tensor, got {} on {}{}", i, x.dtype(), x.device(),
+    LINEA_CHECK(!x.requires_grad() || (x.dtype() == DType::Float64 && x.is_leaf()),
+                "[gradcheck] input {} must be a float64 leaf tensor, got {}{}", i, x.dtype(),
                 x.is_leaf() ? "" : " (not a leaf)");
   }
 
@@ -55,7 +56,7 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
   Tensor y = f(inputs);
   LINEA_CHECK(y.dtype() == DType::Float64, "[gradcheck] f must return float64, got {}", y.dtype());
   Generator gen(opts.seed);
-  Tensor u = randn(y.shape(), gen, DType::Float64);
+  Tensor u = randn(y.shape(), gen, {DType::Float64, y.device()});
   LINEA_CHECK(y.requires_grad(), "[gradcheck] f's output does not depend on any input that requires grad");
   sum(mul(u, y)).backward();
   const std::vector<double> uv = u.to_vector();
@@ -71,16 +72,17 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
     if (!x.requires_grad()) continue;
     Tensor g = x.grad();
     std::vector<double> analytic = g.defined() ? g.to_vector() : std::vector<double>(x.numel(), 0.0);
-    double* base = static_cast<double*>(x.storage()->data);
     std::vector<int64_t> offs = element_offsets(x);
     for (size_t e = 0; e < offs.size(); ++e) {
-      double& v = base[offs[e]];
-      const double orig = v;
-      v = orig + opts.eps;
+      // A 0-d view of the element, written through its backend: x may live on any device.
+      const Tensor v = x.as_strided({}, {}, offs[e]);
+      auto set = [&](double value) { backend(x.device()).fill(v, value); };
+      const double orig = v.item();
+      set(orig + opts.eps);
       const double lp = loss();
-      v = orig - opts.eps;
+      set(orig - opts.eps);
       const double lm = loss();
-      v = orig;
+      set(orig);
       const double numeric = (lp - lm) / (2 * opts.eps);
       const double err = std::abs(analytic[e] - numeric);
       res.max_abs_error = std::max(res.max_abs_error, err);

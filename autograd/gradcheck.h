@@ -5,7 +5,7 @@
 // differences (L(x + eps) - L(x - eps)) / (2 eps), element by element, for every input that
 // requires grad. Checking a random projection of the Jacobian catches every wrong entry with
 // probability 1 at the cost of one backward. Inputs must be float64 leaves (they may be
-// non-contiguous views); f must not keep state between calls.
+// non-contiguous views) on any one device; f must not keep state between calls.
 #pragma once
 #include <functional>
 #include <string>
