@@ -32,6 +32,16 @@ Tensor fill_with(std::string_view op, Tensor t, F&& draw) {
   return t;
 }
 
+// Swaps t's data for c's (contiguous) under the existing TensorImpl: every handle on t follows.
+void replace_data(Tensor t, const Tensor& c) {
+  t.zero_grad();
+  TensorImpl& impl = t.impl();
+  impl.storage = c.storage();
+  impl.strides = c.strides();
+  impl.offset = c.offset();
+  impl.dtype = c.dtype();
+}
+
 }  // namespace
 
 Tensor zeros_(Tensor t) { return constant_(std::move(t), 0); }
@@ -83,18 +93,20 @@ void to(Module& m, DType dtype) {
   LINEA_CHECK(is_floating(dtype), "[nn::to] target dtype must be floating, got {}", dtype);
   NoGradGuard guard;
   auto convert = [&](Tensor t) {
-    if (!is_floating(t.dtype()) || t.dtype() == dtype) return;
-    t.zero_grad();
-    Tensor c = t.detach().to(dtype).contiguous();
-    // Swap the data under the existing TensorImpl: every handle on this parameter follows.
-    TensorImpl& impl = t.impl();
-    impl.storage = c.storage();
-    impl.strides = c.strides();
-    impl.offset = c.offset();
-    impl.dtype = dtype;
+    if (is_floating(t.dtype()) && t.dtype() != dtype) replace_data(t, t.detach().to(dtype).contiguous());
   };
   for (auto& [_, t] : m.named_parameters()) convert(t);
   for (auto& [_, t] : m.named_buffers()) convert(t);
+}
+
+void to(Module& m, Device device) {
+  NoGradGuard guard;
+  backend(device);  // a clear error up front (e.g. no GPU) rather than from the first parameter
+  auto move = [&](Tensor t) {
+    if (t.device() != device) replace_data(t, t.detach().to(device));
+  };
+  for (auto& [_, t] : m.named_parameters()) move(t);
+  for (auto& [_, t] : m.named_buffers()) move(t);
 }
 
 }  // namespace linea::nn

@@ -4,7 +4,7 @@
 // backend, outside autograd. Each returns `t` for chaining.
 //
 // Also here: `to(module, dtype)`, which converts a whole model's floating parameters and buffers,
-// e.g. to float64 for gradchecks.
+// e.g. to float64 for gradchecks, and `to(module, device)`, which moves a model to the GPU.
 #pragma once
 #include <optional>
 
@@ -30,5 +30,11 @@ Tensor xavier_uniform_(Tensor t, double gain = 1, Generator& gen = default_gener
 // like PyTorch's module.to(dtype). Integer buffers are left alone; accumulated grads are dropped.
 // Build the optimizer after converting.
 void to(Module& m, DType dtype);
+
+// Moves every parameter and buffer of `m` (recursively, any dtype) to `device`, in place and with
+// the same identity rules as to(m, dtype): registrations and outside handles follow, accumulated
+// grads are dropped. Build the optimizer afterwards (its state is created on the parameters'
+// device at the first step). Throws when the device has no backend (no GPU).
+void to(Module& m, Device device);
 
 }  // namespace linea::nn
