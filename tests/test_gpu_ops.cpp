@@ -1,0 +1,143 @@
+// Every op of tests/gpu_cases.h on the CPU and on CUDA from identical inputs: outputs and
+// gradients (of sum(u * y) for a fixed random u) must agree, in float32 within the documented
+// tolerances (gpu_cases.h) and in float64 to 1e-10. Also: an op given operands on two devices
+// throws an error that names the op and both devices. Runs only where a GPU is present
+// (tests/gpu_main.cpp skips otherwise).
+#include "gpu_cases.h"
+
+using namespace linea;
+using namespace linea::testing;
+
+namespace {
+
+struct Run {
+  Tensor y;
+  std::vector<Tensor> grads;  // undefined where no gradient reached an input
+};
+
+// y = f(inputs) on `device`, and the gradients of sum(u * y) when the case is differentiable.
+Run run_case(const OpCase& c, DType dtype, Device device, uint64_t seed) {
+  std::vector<Tensor> xs = case_inputs(c, dtype, device, seed);
+  if (c.differentiable)
+    for (Tensor& x : xs) x.requires_grad_();
+  Run r{c.f(xs), {}};
+  if (!c.differentiable) return r;
+  Generator gen(seed + 1000);
+  const Tensor u = randn(r.y.shape(), gen, r.y.dtype()).to(device);
+  sum(u * r.y).backward();
+  for (const Tensor& x : xs) r.grads.push_back(x.grad());
+  return r;
+}
+
+// Same shape, dtype and values within tolerance; `gpu` is copied to the host for the comparison.
+void check_same(const std::string& what, const Tensor& gpu, const Tensor& cpu, double atol, double rtol) {
+  INFO(what);
+  CHECK(gpu.defined() == cpu.defined());
+  if (!gpu.defined() || !cpu.defined()) return;
+  CHECK(gpu.device().is_cuda());
+  CHECK(gpu.dtype() == cpu.dtype());
+  CHECK(allclose(gpu.to(Device::cpu()), cpu, atol, rtol));
+}
+
+void compare_devices(DType dtype) {
+  const bool f64 = dtype == DType::Float64;
+  uint64_t seed = 1;
+  for (const OpCase& c : op_cases()) {
+    const double atol = f64 ? kTol64 : atol32(c.tol), rtol = f64 ? kTol64 : rtol32(c.tol);
+    // Gradients pass through a backward (often a reduction), so they get the reduction tolerance.
+    const double gatol = f64 ? kTol64 : atol32(Tol::Reduction), grtol = f64 ? kTol64 : rtol32(Tol::Reduction);
+    try {  // one failing case must not hide the others
+      const Run cpu = run_case(c, dtype, Device::cpu(), seed), gpu = run_case(c, dtype, Device::cuda(), seed);
+      check_same(c.name + ": output", gpu.y, cpu.y, atol, rtol);
+      for (size_t i = 0; i < cpu.grads.size(); ++i)
+        check_same(fmt::format("{}: gradient of input {}", c.name, i), gpu.grads[i], cpu.grads[i], gatol, grtol);
+    } catch (const Error& e) {
+      FAIL_CHECK(c.name << ": " << e.what());
+    }
+    ++seed;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every op: CUDA matches the CPU in float32 (outputs and gradients)") { compare_devices(DType::Float32); }
+
+TEST_CASE("every op: CUDA matches the CPU in float64 to 1e-10 (outputs and gradients)") {
+  compare_devices(DType::Float64);
+}
+
+TEST_CASE("to(Device) round trip is exact for every dtype, including non-contiguous views") {
+  Generator gen(3);
+  const Tensor f = randn({5, 7}, gen);
+  for (const Tensor& x : {f, f.to(DType::Float64), (f * 10.0).to(DType::Int64), gt(f, 0.0 * f),
+                          abs(f * 10.0).to(DType::UInt8), f.t(), f.slice(1, 1, 7, 3)}) {
+    const Tensor g = x.to(Device::cuda());
+    CHECK(g.device() == Device::cuda());
+    CHECK(g.dtype() == x.dtype());
+    CHECK(g.to(Device::cpu()).to_vector() == x.to_vector());
+  }
+}
+
+TEST_CASE("creation on the GPU gives the numbers the CPU gives for the same seed") {
+  Generator a(9), b(9);
+  CHECK(randn({4, 5}, a, Device::cuda()).to_vector() == randn({4, 5}, b).to_vector());
+  CHECK(zeros({3}, Device::cuda()).to_vector() == std::vector<double>(3, 0.0));
+  CHECK(full({2, 2}, 2.5, {DType::Float64, Device::cuda()}).to_vector() == std::vector<double>(4, 2.5));
+  CHECK(arange(5, {DType::Int64, Device::cuda()}).to_vector() == arange(5).to_vector());
+  CHECK(tril_mask(3, 4, 0, Device::cuda()).to_vector() == tril_mask(3, 4).to_vector());
+}
+
+// Each op that takes several tensors refuses operands on two devices, naming itself and both.
+TEST_CASE("mixed-device operands: the error names the op and both devices") {
+  Generator gen(5);
+  const Tensor c = randn({3, 4}, gen), g = randn({3, 4}, gen).to(Device::cuda());
+  const Tensor w = randn({4}, gen).to(Device::cuda());
+  const Tensor idx_c = from_vector<int64_t>({0, 2}, {2}), idx_g = idx_c.to(Device::cuda());
+  auto expect = [](const std::string& op, auto&& f) {
+    INFO(op);
+    try {
+      f();
+      FAIL("no error for operands on cpu and cuda:0");
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      INFO(m);
+      CHECK(m.find("[" + op + "]") != std::string::npos);
+      CHECK(m.find("cpu") != std::string::npos);
+      CHECK(m.find("cuda:0") != std::string::npos);
+    }
+  };
+  expect("add", [&] { return add(c, g); });
+  expect("mul", [&] { return g * c; });
+  expect("maximum", [&] { return maximum(c, g); });
+  expect("lt", [&] { return lt(g, c); });
+  expect("where", [&] { return where(gt(c, 0.0 * c), g, g); });
+  expect("where", [&] { return where(gt(g, 0.0 * g), c, g); });
+  expect("matmul", [&] { return matmul(c, g.t()); });
+  expect("cat", [&] { return cat({c, g}); });
+  expect("stack", [&] { return stack({g, c}); });
+  expect("index_select", [&] { return index_select(g, 0, idx_c); });
+  expect("gather", [&] { return gather(c, 1, from_vector<int64_t>({0, 1, 2}, {3, 1}, Device::cuda())); });
+  expect("scatter_add", [&] { return scatter_add(g, 0, idx_g.view({2, 1}), c.narrow(0, 0, 2).narrow(1, 0, 1)); });
+  expect("embedding", [&] { return embedding(g, idx_c); });
+  expect("layer_norm", [&] { return layer_norm(c, w); });
+  expect("rms_norm", [&] { return rms_norm(c, w); });
+  expect("softmax_attention", [&] {
+    const Tensor q = c.view({1, 1, 3, 4}), k = g.view({1, 1, 3, 4});
+    return nn::functional::softmax_attention(q, k, k);
+  });
+  expect("cross_entropy", [&] { return nn::cross_entropy(g, from_vector<int64_t>({0, 1, 2}, {3})); });
+}
+
+TEST_CASE("backward keeps gradients on the tensor's device, across a device boundary too") {
+  Generator gen(11);
+  Tensor xc = randn({3, 4}, gen).requires_grad_();
+  Tensor xg = randn({3, 4}, gen).to(Device::cuda()).requires_grad_();
+  // x_cpu -> GPU -> combined with a GPU leaf -> back to the CPU for the loss.
+  sum((tanh(xc.to(Device::cuda())) * xg).to(Device::cpu())).backward();
+  REQUIRE(xc.grad().defined());
+  REQUIRE(xg.grad().defined());
+  CHECK(xc.grad().device().is_cpu());
+  CHECK(xg.grad().device().is_cuda());
+  const Tensor xg_host = xg.detach().to(Device::cpu());
+  CHECK(allclose(xc.grad(), (1.0 - tanh(xc.detach()) * tanh(xc.detach())) * xg_host, 1e-6, 1e-5));
+}
