@@ -1,7 +1,14 @@
 // `--bench N` in the examples: time N training steps after 3 warm-ups and print one table row per
-// attention kind (median ms per step and per phase, items/s, peak RSS). With `--attn all` each
-// kind runs in a child process of its own, so each peak RSS (getrusage) belongs to that kind
-// alone; that must start before this process runs any OpenMP code (libgomp does not survive fork).
+// attention kind (median ms per step and per phase, items/s, peak memory).
+//
+// On the CPU, with `--attn all` each kind runs in a child process of its own, so each peak RSS
+// (getrusage) belongs to that kind alone; that must start before this process runs any OpenMP
+// code (libgomp does not survive fork). On CUDA the kinds run one after another in this process
+// (a CUDA context does not survive fork either), and the peak is the caching allocator's peak of
+// live device memory (linea::cuda::memory_stats), reset before each kind. GPU work is
+// asynchronous: the clock is read only after linea::cuda::synchronize(), so a step's time is
+// its GPU time too. (The per-phase split comes from the trainer's own clocks, which only wait
+// where the step reads a value back, e.g. loss.item(): on the GPU it is indicative.)
 #pragma once
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -16,53 +23,71 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <linea/linea.h>
 
 struct BenchRow {
-  double step_ms, forward_ms, backward_ms, update_ms, items_per_s, peak_rss_mb;
+  double step_ms, forward_ms, backward_ms, update_ms, items_per_s, peak_mb;  // peak RSS, or GPU memory on CUDA
 };
 
-// step() runs one training step and returns its per-phase times (.forward_s, .backward_s, .update_s).
+// step() runs one training step on `device` and returns its per-phase times (.forward_s, ...).
 template <class Step>
-BenchRow time_steps(int64_t n, double items_per_step, Step step) {
+BenchRow time_steps(int64_t n, double items_per_step, linea::Device device, Step step) {
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
+  const bool gpu = device.is_cuda();
+  if (gpu) linea::cuda::reset_peak_stats();
   for (int i = 0; i < 3; ++i) step();
   std::vector<double> total, fwd, bwd, upd;
   for (int64_t i = 0; i < n; ++i) {
+    if (gpu) linea::cuda::synchronize();  // nothing of the previous step still running
     const auto t = std::chrono::steady_clock::now();
     const auto s = step();
+    if (gpu) linea::cuda::synchronize();  // the step's kernels have finished
     total.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
     fwd.push_back(s.forward_s * 1e3);
     bwd.push_back(s.backward_s * 1e3);
     upd.push_back(s.update_s * 1e3);
   }
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
+  double peak_mb = 0;
+  if (gpu) {
+    peak_mb = double(linea::cuda::memory_stats().peak_allocated) / (1 << 20);
+  } else {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    peak_mb = ru.ru_maxrss / 1024.0;
+  }
   const double ms = median(total);
-  return {ms, median(fwd), median(bwd), median(upd), items_per_step * 1e3 / ms, ru.ru_maxrss / 1024.0};
+  return {ms, median(fwd), median(bwd), median(upd), items_per_step * 1e3 / ms, peak_mb};
 }
 
-inline void print_bench_header(const char* items) {
+inline void print_bench_header(const char* items, linea::Device device) {
   fmt::print("{:<8} {:>9} {:>8} {:>9} {:>7} {:>9} {:>9}\n", "attn", "step ms", "forward", "backward", "update",
-             items, "peak MB");
+             items, device.is_cuda() ? "GPU MB" : "peak MB");
   std::fflush(stdout);
 }
 
 inline void print_bench_row(const std::string& attn, const BenchRow& r) {
   fmt::print("{:<8} {:>9.2f} {:>8.2f} {:>9.2f} {:>7.2f} {:>9.0f} {:>9.0f}\n", attn, r.step_ms, r.forward_ms,
-             r.backward_ms, r.update_ms, r.items_per_s, r.peak_rss_mb);
+             r.backward_ms, r.update_ms, r.items_per_s, r.peak_mb);
   std::fflush(stdout);
 }
 
-// Runs row(attn) for `attn`, or for each kind in a child of its own when attn is "all".
-inline int run_bench_rows(const std::string& attn, const std::function<BenchRow(const std::string&)>& row) {
+// Runs row(attn) for `attn`, or for each kind when attn is "all" (on the CPU each in a child of
+// its own, on CUDA in turn, returning the cached device memory between kinds).
+inline int run_bench_rows(const std::string& attn, linea::Device device,
+                          const std::function<BenchRow(const std::string&)>& row) {
   if (attn != "all") {
     print_bench_row(attn, row(attn));
     return 0;
   }
   for (const char* kind : {"softmax", "linear", "mhla"}) {
+    if (device.is_cuda()) {
+      print_bench_row(kind, row(kind));
+      linea::cuda::empty_cache();
+      continue;
+    }
     const pid_t pid = fork();
     if (pid < 0) return 1;
     if (pid == 0) {

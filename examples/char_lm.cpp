@@ -58,6 +58,7 @@ struct Config {
   double temperature = 0.8;
   std::string prompt = "\n";
   int64_t bench = 0, threads = 0;
+  std::string device = "cpu";
 };
 
 const std::vector<flags::Flag<Config>>& flag_table() {
@@ -92,6 +93,7 @@ const std::vector<flags::Flag<Config>>& flag_table() {
       flag("prompt", &Config::prompt, false, "text the sample continues"),
       flag("bench", &Config::bench, false, "time N training steps (median), no training"),
       flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)"),
+      flag("device", &Config::device, false, "cpu | cuda: where training and --bench run (sampling runs on the CPU)"),
   };
   return t;
 }
@@ -144,12 +146,12 @@ double bits(double nats) { return nats / std::numbers::ln2; }
 // `n` batches of random windows drawn from a fixed seed: every estimate (and every attention
 // kind) is measured on the same text, so differences are the model's, not the windows'.
 std::vector<std::pair<Tensor, Tensor>> fixed_batches(const data::CharCorpus& corpus, const std::string& split,
-                                                     const Config& o, uint64_t seed) {
+                                                     const Config& o, uint64_t seed, Device dev) {
   Generator gen(seed);
   std::vector<std::pair<Tensor, Tensor>> out;
   for (int64_t i = 0; i < o.eval_batches; ++i) {
     data::TextBatch b = corpus.get_batch(split, o.batch, o.context, gen);
-    out.emplace_back(b.x, b.y);
+    out.emplace_back(b.x.to(dev), b.y.to(dev));
   }
   return out;
 }
@@ -176,21 +178,24 @@ std::string vocab_beside(const std::string& checkpoint) {
 // ---------------------------------------------------------------- --bench
 
 // Times o.bench training steps on random windows of a 65-character vocabulary.
-BenchRow bench_one(Config o, const std::string& attn) {
+BenchRow bench_one(Config o, const std::string& attn, Device dev) {
   o.attn = attn;
   manual_seed(o.seed);
   auto model = std::make_shared<gpt::GPT>(model_config(o, 65));
+  nn::to(*model, dev);
   gpt::Trainer trainer(model, optim_config(o));
   Generator gen(o.seed);
-  const Tensor x = randint(0, 65, {o.batch, o.context}, gen), y = randint(0, 65, {o.batch, o.context}, gen);
-  return time_steps(o.bench, double(o.batch * o.context), [&] { return trainer.train_step(x, y); });
+  const Tensor x = randint(0, 65, {o.batch, o.context}, gen).to(dev);
+  const Tensor y = randint(0, 65, {o.batch, o.context}, gen).to(dev);
+  return time_steps(o.bench, double(o.batch * o.context), dev, [&] { return trainer.train_step(x, y); });
 }
 
-int run_bench(const Config& o) {
-  fmt::print("char_lm --bench {}: batch {} x context {}, dim {}, layers {}, heads {}, chunk {}, {} threads; median\n",
-             o.bench, o.batch, o.context, o.dim, o.layers, o.heads, o.chunk, omp_get_max_threads());
-  print_bench_header("tok/s");
-  return run_bench_rows(o.attn, [&](const std::string& attn) { return bench_one(o, attn); });
+int run_bench(const Config& o, Device dev) {
+  fmt::print("char_lm --bench {}: batch {} x context {}, dim {}, layers {}, heads {}, chunk {}, on {}, {} threads; "
+             "median\n",
+             o.bench, o.batch, o.context, o.dim, o.layers, o.heads, o.chunk, dev, omp_get_max_threads());
+  print_bench_header("tok/s", dev);
+  return run_bench_rows(o.attn, dev, [&](const std::string& attn) { return bench_one(o, attn, dev); });
 }
 
 // ---------------------------------------------------------------- --load: sample only
@@ -205,7 +210,7 @@ int run_sample(const Config& o) {
 
 // ---------------------------------------------------------------- training
 
-int run_train(const Config& o) {
+int run_train(const Config& o, Device dev) {
   // A resumed run continues in its checkpoint's directory unless told otherwise.
   std::string out = o.out.empty() ? "runs/char_lm_" + o.attn : o.out;
   if (o.out.empty() && !o.resume.empty()) out = std::filesystem::path(o.resume).parent_path().string();
@@ -221,8 +226,9 @@ int run_train(const Config& o) {
 
   manual_seed(o.seed);
   auto model = std::make_shared<gpt::GPT>(model_config(o, corpus.vocab().size()));
+  nn::to(*model, dev);  // before the optimizer, which then keeps its state on dev too
   gpt::Trainer trainer(model, optim_config(o));
-  const auto val_batches = fixed_batches(corpus, "val", o, data::derive_seed(o.seed, 1, 2));
+  const auto val_batches = fixed_batches(corpus, "val", o, data::derive_seed(o.seed, 1, 2), dev);
   fmt::print("char_lm: {} attention, {} parameters, vocab {}, {} train / {} val characters of {}, {} threads\n", o.attn,
              model->num_parameters(), corpus.vocab().size(), corpus.size("train"), corpus.size("val"), data_path,
              omp_get_max_threads());
@@ -251,7 +257,7 @@ int run_train(const Config& o) {
   auto t = Clock::now();
   while (trainer.step() < o.steps) {
     const data::TextBatch b = train_batch(corpus, o, trainer.step());
-    loss_sum += trainer.train_step(b.x, b.y).loss;
+    loss_sum += trainer.train_step(b.x.to(dev), b.y.to(dev)).loss;
     ++loss_count;
     progress.update(trainer.step(), {{"loss", loss_sum / double(loss_count)}, {"lr", trainer.lr()}});
     if (interrupted) {
@@ -278,14 +284,17 @@ int run_train(const Config& o) {
   }
   std::fclose(csv);
   // The final estimates over the same number of windows in both splits (nanoGPT's estimate_loss).
-  const double train = gpt::mean_loss(*model, fixed_batches(corpus, "train", o, data::derive_seed(o.seed, 1, 3)));
+  const double train = gpt::mean_loss(*model, fixed_batches(corpus, "train", o, data::derive_seed(o.seed, 1, 3), dev));
   if (std::isnan(val)) val = gpt::mean_loss(*model, val_batches);  // resumed a finished run
   progress.finish(fmt::format("| train loss {:.4f} ({:.3f} bpc) | val loss {:.4f} ({:.3f} bpc)", train, bits(train), val,
                               bits(val)));
   fmt::print("char_lm {}: val loss {:.4f} nats ({:.3f} bpc), train {:.4f}, after {} steps, {} of training ({:.1f} ms/step); {}\n",
              o.attn, val, bits(val), train, trainer.step(), data::format_duration(seconds),
              1e3 * seconds / double(std::max<int64_t>(trainer.step(), 1)), out);
-  if (o.sample > 0) fmt::print("---- sample ----\n{}\n", sample_text(*model, corpus.vocab(), o));
+  if (o.sample > 0) {
+    nn::to(*model, Device::cpu());  // generation goes token by token: the CPU's job
+    fmt::print("---- sample ----\n{}\n", sample_text(*model, corpus.vocab(), o));
+  }
   return 0;
 }
 
@@ -302,10 +311,11 @@ int main(int argc, char** argv) {
     if (!o.resume.empty()) o = config_from_checkpoint(o.resume, args);
     if (!o.load.empty()) o = config_from_checkpoint(o.load, args);
     check(o);
+    const Device dev = flags::parse_device("char_lm", o.device);
     if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
-    if (o.bench > 0) return run_bench(o);
+    if (o.bench > 0) return run_bench(o, dev);
     if (!o.load.empty()) return run_sample(o);
-    return run_train(o);
+    return run_train(o, dev);
   } catch (const Error& e) {
     fmt::print(stderr, "{}\n", e.what());
     return 1;

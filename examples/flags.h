@@ -1,4 +1,4 @@
-// Command-line flags for the language examples (char_lm, mqar): a table of "--name value" flags,
+// Command-line flags for the examples (vit_fmnist, char_lm, mqar): a table of "--name value" flags,
 // each bound to a member of the program's Config, that parses, prints back as one line (saved in
 // checkpoints, so a resumed run rebuilds the same model) and lists itself for --help.
 //
@@ -86,6 +86,16 @@ std::string flags_line(const std::vector<Flag<Config>>& table, const Config& c) 
   for (const Flag<Config>& f : table)
     if (f.saved) s += fmt::format("{}--{} {}", s.empty() ? "" : " ", f.name, f.get(c));
   return s;
+}
+
+// The value of `--device`: cpu or cuda. Asking for cuda where no GPU can run (a CPU-only build,
+// no driver, no device) is an error that says so, not a crash at the first kernel.
+inline linea::Device parse_device(const std::string& program, const std::string& name) {
+  if (name == "cpu") return linea::Device::cpu();
+  if (name != "cuda") fail(program, fmt::format("--device takes cpu or cuda, got '{}'", name));
+  if (!linea::cuda::is_available())
+    fail(program, "--device cuda: no usable CUDA device here (CPU-only build, no driver, or no GPU); use --device cpu");
+  return linea::Device::cuda();
 }
 
 inline std::vector<std::string> split_words(const std::string& line) {

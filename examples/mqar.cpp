@@ -36,6 +36,7 @@ struct Config {
   uint64_t seed = 1;
   bool sweep = false;
   int64_t eval_batches = 16, threads = 0;
+  std::string device = "cpu";
 };
 
 const std::vector<flags::Flag<Config>>& flag_table() {
@@ -58,6 +59,7 @@ const std::vector<flags::Flag<Config>>& flag_table() {
       flag("sweep", &Config::sweep, false, "on: softmax, linear and MHLA at seq-len 64, 128, 256 (num-kv = len/16, batch x 64/len)"),
       flag("eval-batches", &Config::eval_batches, false, "held-out batches the accuracy is measured on"),
       flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)"),
+      flag("device", &Config::device, false, "cpu | cuda: where the models train"),
   };
   return t;
 }
@@ -80,12 +82,13 @@ struct Result {
 };
 
 // Trains one model on fresh MQAR batches and measures its query accuracy on held-out ones.
-Result run(const Config& o) {
+Result run(const Config& o, Device dev) {
   const data::MqarConfig task{.vocab = o.vocab, .seq_len = o.seq_len, .num_kv = o.num_kv, .num_queries = o.num_kv};
   manual_seed(o.seed);
   auto model = std::make_shared<gpt::GPT>(gpt::ModelConfig{.attn = o.attn, .vocab = o.vocab, .layers = o.layers,
                                                            .heads = o.heads, .dim = o.dim, .context = o.seq_len,
                                                            .chunk = o.chunk, .tie = false});
+  nn::to(*model, dev);  // before the optimizer, which then keeps its state on dev too
   gpt::Trainer trainer(model, {.steps = o.steps, .lr = o.lr, .min_lr = o.lr / 10, .warmup = o.warmup,
                                .weight_decay = o.weight_decay, .beta2 = 0.99, .grad_clip = 1.0});
   data::Progress progress(o.steps, fmt::format("mqar {} len {}", o.attn, o.seq_len),
@@ -96,7 +99,7 @@ Result run(const Config& o) {
   for (int64_t step = 0; step < o.steps && !interrupted; ++step) {
     Generator gen(data::derive_seed(o.seed, static_cast<uint64_t>(step)));
     const data::MqarBatch b = data::make_mqar(task, o.batch, gen);
-    r.loss = trainer.train_step(b.inputs, b.targets).loss;
+    r.loss = trainer.train_step(b.inputs.to(dev), b.targets.to(dev)).loss;
     progress.update(step + 1, {{"loss", r.loss}});
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -107,7 +110,8 @@ Result run(const Config& o) {
   Generator test_gen(data::derive_seed(o.seed, 0, 1));  // a stream training never draws from
   for (int64_t i = 0; i < o.eval_batches; ++i) {
     const data::MqarBatch b = data::make_mqar(task, o.batch, test_gen);
-    const data::Accuracy a = data::masked_accuracy(argmax(model->forward(b.inputs), -1), b.targets);
+    const Tensor pred = argmax(model->forward(b.inputs.to(dev)), -1).to(Device::cpu());
+    const data::Accuracy a = data::masked_accuracy(pred, b.targets);
     acc.correct += a.correct, acc.total += a.total;
   }
   r.accuracy = acc.value();
@@ -115,7 +119,7 @@ Result run(const Config& o) {
   return r;
 }
 
-int run_sweep(Config o) {
+int run_sweep(Config o, Device dev) {
   const std::vector<int64_t> lengths = {64, 128, 256};
   const std::vector<std::string> kinds = {"softmax", "linear", "mhla"};
   fmt::print("mqar sweep: {} layers, dim {}, heads {}, vocab {}, {} steps x {} tokens, chunk {} (MHLA)\n", o.layers,
@@ -127,7 +131,7 @@ int run_sweep(Config o) {
       // The same number of tokens per step at every length; num_kv grows with the length.
       Config c = o;
       c.attn = kind, c.seq_len = len, c.num_kv = len / 16, c.batch = std::max<int64_t>(1, o.batch * 64 / len);
-      table.back().push_back(run(c));
+      table.back().push_back(run(c, dev));
     }
   }
   // Guessing one of the sequence's num_kv values without matching keys scores 1/num_kv.
@@ -152,9 +156,10 @@ int main(int argc, char** argv) {
   try {
     const Config o = flags::parse_flags("mqar", flag_table(), args);
     check(o);
+    const Device dev = flags::parse_device("mqar", o.device);
     if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
-    if (o.sweep) return run_sweep(o);
-    const Result r = run(o);
+    if (o.sweep) return run_sweep(o, dev);
+    const Result r = run(o, dev);
     fmt::print("mqar {}: query accuracy {:.1f}% at seq-len {}, {} key-value pairs ({} steps, {:.1f}s)\n", o.attn,
                100 * r.accuracy, o.seq_len, o.num_kv, o.steps, r.seconds);
     return 0;

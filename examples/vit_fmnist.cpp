@@ -1,5 +1,5 @@
 // vit_fmnist: train a small vision transformer on Fashion-MNIST with softmax, linear or MHLA
-// attention, on the CPU, in a few minutes.
+// attention, on the CPU in a few minutes (or on a GPU with --device cuda).
 //
 //   vit_fmnist                          the default run: MHLA, 5 epochs (what `make train` runs)
 //   vit_fmnist --attn softmax --epochs 30 --out runs/softmax30
@@ -89,29 +89,31 @@ Config config_from_checkpoint(const std::string& path, const std::vector<std::st
 // ---------------------------------------------------------------- --bench
 
 // Times o.bench training steps on a random batch.
-BenchRow bench_one(Config o, const std::string& attn) {
+BenchRow bench_one(Config o, const std::string& attn, Device dev) {
   o.attn = attn;
   vit::Trainer trainer(o, 1000000);
+  nn::to(*trainer.model, dev);  // in place: the optimizer's handles follow, its state is made at step 1
   Generator gen(o.seed);
-  const Tensor x = randn({o.batch, 1, o.img(), o.img()}, gen), y = randint(0, 10, {o.batch}, gen);
-  return time_steps(o.bench, double(o.batch), [&] { return trainer.train_step(x, y); });
+  const Tensor x = randn({o.batch, 1, o.img(), o.img()}, gen).to(dev), y = randint(0, 10, {o.batch}, gen).to(dev);
+  return time_steps(o.bench, double(o.batch), dev, [&] { return trainer.train_step(x, y); });
 }
 
-int run_bench(const Config& o) {
-  fmt::print("vit_fmnist --bench {}: batch {}, dim {}, depth {}, heads {}, {} threads; median ms per step\n", o.bench,
-             o.batch, o.dim, o.depth, o.heads, omp_get_max_threads());
-  print_bench_header("img/s");
-  return run_bench_rows(o.attn, [&](const std::string& attn) { return bench_one(o, attn); });
+int run_bench(const Config& o, Device dev) {
+  fmt::print("vit_fmnist --bench {}: batch {}, dim {}, depth {}, heads {}, on {}, {} threads; median ms per step\n",
+             o.bench, o.batch, o.dim, o.depth, o.heads, dev, omp_get_max_threads());
+  print_bench_header("img/s", dev);
+  return run_bench_rows(o.attn, dev, [&](const std::string& attn) { return bench_one(o, attn, dev); });
 }
 
 // ---------------------------------------------------------------- --eval
 
-int run_eval(const Config& o) {
+int run_eval(const Config& o, Device dev) {
   vit::Trainer trainer(o, 1);
+  nn::to(*trainer.model, dev);
   trainer.load(o.eval);
   const Data data = load_data(o.data_dir, o.holdout);
   const auto t = Clock::now();
-  const vit::EvalStats ev = trainer.evaluate(data.test_x, data.test_y);
+  const vit::EvalStats ev = trainer.evaluate(data.test_x.to(dev), data.test_y.to(dev));
   fmt::print("vit_fmnist --eval {}: {} after {} steps: {} loss {:.4f}, accuracy {:.2f}% ({:.1f}s)\n", o.eval,
              o.attn, trainer.step(), o.holdout > 0 ? "held-out" : "test", ev.loss, 100 * ev.accuracy, seconds_since(t));
   return 0;
@@ -119,7 +121,7 @@ int run_eval(const Config& o) {
 
 // ---------------------------------------------------------------- training
 
-int run_train(const Config& o) {
+int run_train(const Config& o, Device dev) {
   // A resumed run keeps writing beside its checkpoint unless told otherwise.
   std::string out = o.out;
   if (out.empty() && !o.resume.empty()) out = std::filesystem::path(o.resume).parent_path().string();
@@ -140,6 +142,8 @@ int run_train(const Config& o) {
   data::DataLoader loader(data.train_x, data.train_y, lo);
   const int64_t steps_per_epoch = loader.batches_per_epoch(), total_steps = o.epochs * steps_per_epoch;
   vit::Trainer trainer(o, total_steps);
+  nn::to(*trainer.model, dev);  // in place: the optimizer's handles follow, its state is made at step 1
+  const Tensor test_x = data.test_x.to(dev), test_y = data.test_y.to(dev);  // the loader's batches move one by one
   fmt::print("vit_fmnist: {} attention, {} parameters, {} epochs x {} steps of {} images, {} threads\n", o.attn,
              trainer.model->num_parameters(), o.epochs, steps_per_epoch, o.batch, omp_get_max_threads());
 
@@ -172,7 +176,7 @@ int run_train(const Config& o) {
     loader.start_epoch(epoch, batch);
     auto t = Clock::now();
     while (auto b = loader.next()) {
-      const vit::StepStats s = trainer.train_step(b->x, b->y);
+      const vit::StepStats s = trainer.train_step(b->x.to(dev), b->y.to(dev));
       loss_sum += s.loss * static_cast<double>(b->y.size(0));
       correct += s.correct;
       seen += b->y.size(0);
@@ -186,7 +190,7 @@ int run_train(const Config& o) {
         return 130;
       }
     }
-    const vit::EvalStats ev = trainer.evaluate(data.test_x, data.test_y);
+    const vit::EvalStats ev = trainer.evaluate(test_x, test_y);
     seconds += seconds_since(t);
     test_acc = ev.accuracy;
     progress.finish(fmt::format("| train loss {:.4f} acc {:.4f} | {} loss {:.4f} acc {:.4f}", loss_sum / seen,
@@ -199,7 +203,7 @@ int run_train(const Config& o) {
     save();
   }
   std::fclose(csv);
-  if (test_acc == 0) test_acc = trainer.evaluate(data.test_x, data.test_y).accuracy;  // resumed a finished run
+  if (test_acc == 0) test_acc = trainer.evaluate(test_x, test_y).accuracy;  // resumed a finished run
   fmt::print("vit_fmnist {}: {} accuracy {:.2f}% after {} epochs ({} steps), {} of training; {}\n", o.attn,
              split, 100 * test_acc, o.epochs, trainer.step(), data::format_duration(seconds), out);
   return 0;
@@ -217,10 +221,11 @@ int main(int argc, char** argv) {
     Config o = vit::parse_config(args);
     if (!o.resume.empty()) o = config_from_checkpoint(o.resume, args);
     if (!o.eval.empty()) o = config_from_checkpoint(o.eval, args);
+    const Device dev = flags::parse_device("vit_fmnist", o.device);
     if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
-    if (o.bench > 0) return run_bench(o);
-    if (!o.eval.empty()) return run_eval(o);
-    return run_train(o);
+    if (o.bench > 0) return run_bench(o, dev);
+    if (!o.eval.empty()) return run_eval(o, dev);
+    return run_train(o, dev);
   } catch (const Error& e) {
     fmt::print(stderr, "{}\n", e.what());
     return 1;

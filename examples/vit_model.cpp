@@ -42,6 +42,7 @@ const std::vector<flags::Flag<Config>>& table() {
       flags::flag("eval", &Config::eval, false, "only evaluate this checkpoint on the test set"),
       flags::flag("bench", &Config::bench, false, "time N training steps (median), no training"),
       flags::flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)"),
+      flags::flag("device", &Config::device, false, "cpu | cuda: where the model trains"),
   };
   return all;
 }

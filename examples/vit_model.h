@@ -48,6 +48,7 @@ struct Config {
   std::string eval;      // a checkpoint to evaluate (no training)
   int64_t bench = 0;     // > 0: time this many training steps instead of training
   int64_t threads = 0;   // 0 = OpenMP's default (all cores)
+  std::string device = "cpu";  // cpu | cuda
 
   int64_t img() const { return 32; }
   int64_t grid() const { return img() / patch / block; }  // MHLA's blocks per side
