@@ -35,7 +35,7 @@ std::shared_ptr<TinyModel> make_model(const std::string& attention) {
 std::vector<double> train_losses(const std::string& attention, Device device, int steps) {
   auto model = make_model(attention);
   nn::to(*model, device);
-  nn::AdamW opt(model->named_parameters(), {.lr = 1e-2, .weight_decay = 0.01});
+  nn::AdamW opt(model->named_parameters(), {.lr = 3e-3, .weight_decay = 0.01});
   Generator gen(7);
   const Tensor x = randn({kBatch, kTokens, kDim}, gen).to(device);
   const Tensor y = randint(0, kClasses, {kBatch}, gen).to(device);
