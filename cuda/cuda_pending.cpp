@@ -33,11 +33,4 @@ void CudaBackend::rmsnorm_forward(const Tensor&, const Tensor&, double, const Te
 void CudaBackend::rmsnorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                    const Tensor&) { LINEA_CUDA_PENDING("rmsnorm_backward"); }
 
-// gemm + index
-void CudaBackend::gemm(const Tensor&, const Tensor&, const Tensor&) { LINEA_CUDA_PENDING("gemm"); }
-void CudaBackend::index_select(const Tensor&, int64_t, const Tensor&, const Tensor&) { LINEA_CUDA_PENDING("index_select"); }
-void CudaBackend::index_add(const Tensor&, int64_t, const Tensor&, const Tensor&) { LINEA_CUDA_PENDING("index_add"); }
-void CudaBackend::gather(const Tensor&, int64_t, const Tensor&, const Tensor&) { LINEA_CUDA_PENDING("gather"); }
-void CudaBackend::scatter_add(const Tensor&, int64_t, const Tensor&, const Tensor&) { LINEA_CUDA_PENDING("scatter_add"); }
-
 }  // namespace linea::cuda

@@ -46,6 +46,7 @@ struct Config {
   int64_t layers = 4, heads = 4, dim = 128, context = 64, chunk = 16;
   double mlp_ratio = 4, dropout = 0;
   bool tie = true;
+  bool bias = true;  // false: nanoGPT's bias=False (no biases in the blocks' Linears or in LayerNorm)
   // The recipe.
   int64_t steps = 2000, batch = 12, warmup = 100;
   double lr = 1e-3, min_lr = 1e-4, weight_decay = 0.1, beta2 = 0.99, grad_clip = 1.0;
@@ -73,6 +74,7 @@ const std::vector<flags::Flag<Config>>& flag_table() {
       flag("mlp-ratio", &Config::mlp_ratio, true, "MLP hidden size / dim"),
       flag("dropout", &Config::dropout, true, "dropout on attention outputs and in the MLP"),
       flag("tie", &Config::tie, true, "on | off: the head shares the token embedding's weights"),
+      flag("bias", &Config::bias, true, "on | off: biases in the Linears and LayerNorms (off: nanoGPT's bias=False)"),
       flag("steps", &Config::steps, true, "optimizer steps"),
       flag("batch", &Config::batch, true, "windows per step"),
       flag("warmup", &Config::warmup, true, "linear warm-up steps"),
@@ -123,7 +125,7 @@ void check(const Config& o) {
 
 gpt::ModelConfig model_config(const Config& o, int64_t vocab) {
   return {.attn = o.attn, .vocab = vocab, .layers = o.layers, .heads = o.heads, .dim = o.dim, .context = o.context,
-          .chunk = o.chunk, .mlp_ratio = o.mlp_ratio, .dropout = o.dropout, .tie = o.tie};
+          .chunk = o.chunk, .mlp_ratio = o.mlp_ratio, .dropout = o.dropout, .tie = o.tie, .bias = o.bias};
 }
 gpt::OptimConfig optim_config(const Config& o) {
   return {.steps = o.steps, .lr = o.lr, .min_lr = o.min_lr, .warmup = o.warmup, .weight_decay = o.weight_decay,
@@ -230,7 +232,7 @@ int run_train(const Config& o, Device dev) {
   gpt::Trainer trainer(model, optim_config(o));
   const auto val_batches = fixed_batches(corpus, "val", o, data::derive_seed(o.seed, 1, 2), dev);
   fmt::print("char_lm: {} attention, {} parameters, vocab {}, {} train / {} val characters of {}, {} threads\n", o.attn,
-             model->num_parameters(), corpus.vocab().size(), corpus.size("train"), corpus.size("val"), data_path,
+             model->num_trainable(), corpus.vocab().size(), corpus.size("train"), corpus.size("val"), data_path,
              omp_get_max_threads());
 
   // The running mean of the training loss since the last evaluation, and the clock.

@@ -48,6 +48,31 @@ GPT::GPT(const ModelConfig& c) : Module("GPT"), cfg_(c) {
     init(*b.mlp->fc2, proj_std);
   }
   if (head) nn::normal_(head->weight, 0, 0.02);
+
+  // bias = false (nanoGPT's default): zero biases that no gradient reaches and no optimizer holds.
+  // x + 0 is exact, so this computes what layers built without biases compute.
+  if (!c.bias) {
+    auto freeze = [](Tensor& b) {
+      if (!b.defined()) return;
+      nn::zeros_(b);
+      b.requires_grad_(false);
+    };
+    for (size_t i = 0; i < blocks->size(); ++i) {
+      nn::TransformerBlock& b = block(i);
+      auto& attn = dynamic_cast<nn::QKVAttention&>(*b.attn);
+      for (nn::Linear* l : {attn.qkv.get(), attn.proj.get(), b.mlp->fc1.get(), b.mlp->fc2.get()}) freeze(l->bias);
+      freeze(b.ln1->bias);
+      freeze(b.ln2->bias);
+    }
+    freeze(ln_f->bias);
+  }
+}
+
+int64_t GPT::num_trainable() const {
+  int64_t n = 0;
+  for (const Tensor& p : parameters())
+    if (p.requires_grad()) n += p.numel();
+  return n;
 }
 
 nn::TransformerBlock& GPT::block(size_t i) const { return dynamic_cast<nn::TransformerBlock&>(*(*blocks)[i]); }
@@ -169,6 +194,7 @@ std::vector<nn::ParamGroup> param_groups(const nn::Module& m, double weight_deca
   decay.weight_decay = weight_decay;
   no_decay.weight_decay = 0.0;
   for (auto& [name, p] : m.named_parameters()) {
+    if (!p.requires_grad()) continue;  // frozen (bias = false)
     const bool is_mix = name.ends_with(".mix");
     (p.dim() >= 2 && !is_mix ? decay : no_decay).params.emplace_back(name, p);
   }
@@ -178,6 +204,8 @@ std::vector<nn::ParamGroup> param_groups(const nn::Module& m, double weight_deca
 }  // namespace
 
 Trainer::Trainer(std::shared_ptr<GPT> m, const OptimConfig& o) : model(std::move(m)), opts_(o) {
+  for (const Tensor& p : model->parameters())
+    if (p.requires_grad()) trainable_.push_back(p);
   optimizer = std::make_unique<nn::AdamW>(
       param_groups(*model, o.weight_decay),
       nn::AdamWOptions{.lr = o.lr, .beta1 = 0.9, .beta2 = o.beta2, .weight_decay = o.weight_decay});
@@ -198,7 +226,7 @@ StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
   s.backward_s = seconds_since(t);
 
   t = std::chrono::steady_clock::now();
-  if (opts_.grad_clip > 0) nn::clip_grad_norm_(model->parameters(), opts_.grad_clip);
+  if (opts_.grad_clip > 0) nn::clip_grad_norm_(trainable_, opts_.grad_clip);
   optimizer->set_lr(lr());
   optimizer->step();
   optimizer->zero_grad();

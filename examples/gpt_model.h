@@ -30,6 +30,9 @@ struct ModelConfig {
   double mlp_ratio = 4;
   double dropout = 0;
   bool tie = true;            // the head reuses the token embedding's weights
+  // false: nanoGPT's bias=False. The Linear layers of the blocks and every LayerNorm keep their
+  // bias tensors (so checkpoints have one layout) but these stay zero and are not trained.
+  bool bias = true;
 };
 
 class GPT : public linea::nn::Module {
@@ -40,6 +43,7 @@ class GPT : public linea::nn::Module {
   Tensor head_logits(const Tensor& h);
   const ModelConfig& config() const { return cfg_; }
   linea::nn::TransformerBlock& block(size_t i) const;
+  int64_t num_trainable() const;  // elements of the parameters that train (without frozen biases)
 
   std::shared_ptr<linea::nn::Embedding> tok_emb;
   std::shared_ptr<linea::nn::PositionalEmbedding> pos_emb;
@@ -107,6 +111,7 @@ class Trainer {
 
  private:
   OptimConfig opts_;
+  std::vector<Tensor> trainable_;  // the parameters with requires_grad (clipped and updated)
   linea::nn::WarmupCosine schedule_;
   int64_t step_ = 0;
 };

@@ -57,6 +57,31 @@ TEST_CASE("GPT: tied head shares the embedding; untied has its own; logits shape
   CHECK_THROWS_WITH_AS(tied.forward(zeros({1, 33}, DType::Int64)), doctest::Contains("[GPT]"), Error);
 }
 
+TEST_CASE("GPT bias = false (nanoGPT's bias=False): biases stay zero and untrained, the loss still falls") {
+  for (const char* attn : {"softmax", "mhla"}) {
+    CAPTURE(attn);
+    manual_seed(1);
+    auto cfg = tiny(attn);
+    cfg.bias = false;
+    auto model = std::make_shared<gpt::GPT>(cfg);
+    // Per block: qkv 3·16 + proj 16 + fc1 64 + fc2 16 + ln1, ln2 2·16 biases; ln_f 16.
+    CHECK(model->num_trainable() == model->num_parameters() - 2 * (48 + 16 + 64 + 16 + 32) - 16);
+    gpt::Trainer trainer(model, {.steps = 20, .lr = 1e-2, .min_lr = 1e-3, .warmup = 2});
+    Generator gen(7);
+    const Tensor x = randint(0, 11, {4, 32}, gen), y = randint(0, 11, {4, 32}, gen);
+    const double first = trainer.train_step(x, y).loss;
+    double last = first;
+    for (int i = 0; i < 19; ++i) last = trainer.train_step(x, y).loss;
+    CHECK(last < 0.8 * first);
+    for (const auto& [name, p] : model->named_parameters())
+      if (name.ends_with(".bias")) {
+        CAPTURE(name);
+        CHECK(!p.requires_grad());
+        CHECK(sum(abs(p)).item() == 0.0);
+      }
+  }
+}
+
 TEST_CASE("MHLA streaming generation gives the full forward's logits, across chunks and past the context") {
   for (DType dtype : {DType::Float64, DType::Float32}) {
     CAPTURE(dtype);
