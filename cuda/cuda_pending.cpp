@@ -21,16 +21,4 @@ MemoryStats memory_stats() { return {}; }
 void reset_peak_stats() {}
 void empty_cache() {}
 
-// reduce + norm
-void CudaBackend::reduce(ReduceOp, const Tensor&, const Tensor&, int64_t, int64_t, int64_t) { LINEA_CUDA_PENDING("reduce"); }
-void CudaBackend::softmax(const Tensor&, const Tensor&, bool) { LINEA_CUDA_PENDING("softmax"); }
-void CudaBackend::softmax_backward(const Tensor&, const Tensor&, const Tensor&, bool) { LINEA_CUDA_PENDING("softmax_backward"); }
-void CudaBackend::layernorm_forward(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&, const Tensor&,
-                                    const Tensor&) { LINEA_CUDA_PENDING("layernorm_forward"); }
-void CudaBackend::layernorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                     const Tensor&, const Tensor&, const Tensor&) { LINEA_CUDA_PENDING("layernorm_backward"); }
-void CudaBackend::rmsnorm_forward(const Tensor&, const Tensor&, double, const Tensor&, const Tensor&) { LINEA_CUDA_PENDING("rmsnorm_forward"); }
-void CudaBackend::rmsnorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                   const Tensor&) { LINEA_CUDA_PENDING("rmsnorm_backward"); }
-
 }  // namespace linea::cuda
