@@ -46,6 +46,14 @@ class CudaBackend final : public Backend {
   void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;
   void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;
   void scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;
+
+  // fused MHLA (cuda_mhla.cpp / mhla.cu)
+  bool has_fused_mhla() const override { return true; }
+  void mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
+                    const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) override;
+  void mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
+                     const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r, const Tensor& grad,
+                     const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dmix) override;
 };
 
 CudaBackend& instance();

@@ -87,6 +87,39 @@ class Backend {
   virtual void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) = 0;
   virtual void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) = 0;
   virtual void scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) = 0;
+
+  // ---- fused MHLA (nn/functional/mhla.cpp; docs/mhla.md, "Fused CUDA kernels") ----
+  // Multi-head linear attention as the device's own kernels instead of a composition of GEMMs
+  // and elementwise ops. The CPU answers false: its batched-BLAS composition IS its fused form.
+  // Shapes (BH = batch × heads flattened, M = ceil(N / block_len) blocks, all contiguous, one
+  // floating dtype): q, k [BH, N, d]; v [BH, N, dv]; mix [M, M]; out [BH, N, dv].
+  // φ (feature_map) is applied by the kernels; the last block's padding is implicit. The
+  // official_normalizer variant is not offered here (it stays on the GEMM path).
+  struct MHLAArgs {
+    bool causal = false;
+    int64_t block_len = 0;
+    int feature_map = 0;  // nn::functional::FeatureMap's value: ReluEps, Elu1, Relu, Identity
+    double eps = 0;       // ReluEps offset and the non-causal normaliser's floor
+    double scale = 1;     // causal only, already resolved (d^-1/2 by default)
+  };
+  virtual bool has_fused_mhla() const { return false; }
+  // Writes out and what the backward reads (φ is recomputed there from q, k):
+  //   non-causal: s = S'_j = φ(K_j)ᵀ[V_j | 1] and sh = Ŝ' = W S', both [BH, M, d, dv+1];
+  //               r = the normaliser φ(q_t)·ẑ + eps, [BH, N]
+  //   causal:     s = S_j = φ(K_j)ᵀV_j and sh = scale · Σ_{j<i} W_ij S_j, both [BH, M, d, dv];
+  //               r is not used (pass an undefined tensor)
+  virtual void mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
+                            const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) {
+    throw Error("[mhla] this device has no fused MHLA kernels (has_fused_mhla() is false)");
+  }
+  // From grad = dL/dout [BH, N, dv] (contiguous) and the forward's tensors, writes dq, dk, dv and
+  // dmix (fresh, contiguous; dmix sums over all pairs, deterministically).
+  virtual void mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
+                             const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r,
+                             const Tensor& grad, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                             const Tensor& dmix) {
+    throw Error("[mhla] this device has no fused MHLA kernels (has_fused_mhla() is false)");
+  }
 };
 
 // The backend for a device; throws a linea::Error when none is registered (e.g. CUDA in a

@@ -17,6 +17,9 @@
 //   dφQ = dU' Ŝ'ᵀ,  dŜ' = φQᵀ dU',  dW = dŜ'_flat S'_flatᵀ (sums over all b, h),
 //   dS' = Wᵀ dŜ',   dφK_j = V'_j dS'_jᵀ,  dV_j = φK_j dS'_j[:, :dv]
 // followed by φ'. The official-normaliser variant (§5.2) swaps the δ column for its own terms.
+//
+// On a device whose backend has its own MHLA kernels (has_fused_mhla(): the GPU), mhla() runs
+// those instead, for both forms (device_fused below); the official normaliser stays on this path.
 #include "linea/autograd/function.h"
 #include "linea/autograd/ops_matmul.h"
 #include "linea/autograd/ops_reduce.h"
@@ -131,10 +134,48 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mi
       });
 }
 
+// The device's own kernels (tensor/backend.h, "fused MHLA"), non-causal and causal, in one
+// custom_function: the backend computes the forward, saves S' and Ŝ' (causal: S and s·P) and the
+// normaliser r, and computes all four gradients from them.
+static_assert(static_cast<int>(FeatureMap::ReluEps) == 0 && static_cast<int>(FeatureMap::Elu1) == 1 &&
+                  static_cast<int>(FeatureMap::Relu) == 2 && static_cast<int>(FeatureMap::Identity) == 3,
+              "Backend::MHLAArgs::feature_map numbers the feature maps in this order");
+
+bool device_kernels(const Tensor& q, const MHLAOptions& opts) {
+  return !opts.official_normalizer && backend(q.device()).has_fused_mhla();
+}
+
+Tensor device_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& opts) {
+  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), d = q.size(3), dv = v.size(3), M = mix.size(0);
+  const Backend::MHLAArgs args{opts.causal, opts.block_len, static_cast<int>(opts.feature_map), opts.eps,
+                               opts.causal ? detail::causal_scale(q, opts) : 1.0};
+  const Options o(q.dtype(), q.device());
+  auto pairs = [&](const Tensor& x) { return x.contiguous().view({B * H, N, x.size(3)}); };
+  return custom_function(
+      "mhla", {q, k, v, mix},
+      [&](const std::vector<Tensor>& in) {
+        Tensor q3 = pairs(in[0]), k3 = pairs(in[1]), v3 = pairs(in[2]), w = in[3].contiguous();
+        const int64_t cols = opts.causal ? dv : dv + 1;  // S' = [S | z] carries the normaliser
+        Tensor out = empty({B * H, N, dv}, o.dtype, o.device), s = empty({B * H, M, d, cols}, o.dtype, o.device);
+        Tensor sh = empty(s.shape(), o.dtype, o.device);
+        Tensor r = opts.causal ? Tensor() : empty({B * H, N}, o.dtype, o.device);
+        backend(q.device()).mhla_forward(q3, k3, v3, w, args, out, s, sh, r);
+        return Forward{out.view({B, H, N, dv}), {q3, k3, v3, w, out, s, sh, r}};
+      },
+      [args, o, B, H, N, d, dv](const std::vector<Tensor>& sv, const Tensor& grad) -> std::vector<Tensor> {
+        Tensor dq = empty({B * H, N, d}, o.dtype, o.device), dk = empty(dq.shape(), o.dtype, o.device);
+        Tensor dvv = empty({B * H, N, dv}, o.dtype, o.device), dmix = empty(sv[3].shape(), o.dtype, o.device);
+        backend(o.device).mhla_backward(sv[0], sv[1], sv[2], sv[3], args, sv[4], sv[5], sv[6], sv[7],
+                                        grad.contiguous().view({B * H, N, dv}), dq, dk, dvv, dmix);
+        return {dq.view({B, H, N, d}), dk.view({B, H, N, d}), dvv.view({B, H, N, dv}), dmix};
+      });
+}
+
 }  // namespace
 
 Tensor mhla(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, MHLAOptions opts) {
   check_inputs(q, k, v, mix, opts);
+  if (device_kernels(q, opts)) return device_fused(q, k, v, mix, opts);
   return opts.causal ? detail::mhla_causal(q, k, v, mix, opts) : fused(q, k, v, mix, opts);
 }
 

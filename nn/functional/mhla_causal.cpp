@@ -15,15 +15,10 @@
 #include "linea/nn/functional/mhla_detail.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace linea::nn::functional::detail {
 
 namespace {
-
-double scale_of(const Tensor& q, const MHLAOptions& opts) {
-  return opts.scale != 0 ? opts.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-}
 
 // Token-major [B,H,N,e] (any strides) -> chunk-major [M, B·H, C, e], contiguous. Rows past N are
 // left unwritten here; the caller zeroes them once the feature map has been applied.
@@ -107,7 +102,7 @@ enum Saved { kQ, kK, kQh, kKh, kV, kW, kS, kP, kA, kAV };
 Forward causal_forward(const std::vector<Tensor>& in, const MHLAOptions& opts) {
   const Tensor &q = in[0], &k = in[1], &v = in[2], &w = in[3];
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), M = w.size(0);
-  const double s = scale_of(q, opts);
+  const double s = causal_scale(q, opts);
 
   Tensor qh = features_in_chunks(q, M, opts), kh = features_in_chunks(k, M, opts);
   Tensor vc = to_chunks(v, M, opts.block_len);
@@ -125,7 +120,7 @@ std::vector<Tensor> causal_backward(const std::vector<Tensor>& sv, const Tensor&
   const Tensor &qh = sv[kQh], &kh = sv[kKh], &vc = sv[kV], &w = sv[kW], &S = sv[kS], &P = sv[kP],
                &A = sv[kA];
   const int64_t B = sv[kQ].size(0), H = sv[kQ].size(1), N = sv[kQ].size(2), M = w.size(0);
-  const double s = scale_of(sv[kQ], opts);
+  const double s = causal_scale(sv[kQ], opts);
 
   Tensor g = to_chunks(grad, M, opts.block_len);  // G is zero on padded rows
   zero_padding(g, N);
@@ -164,7 +159,7 @@ Tensor mhla_causal_composite(const Tensor& q, const Tensor& k, const Tensor& v, 
                              const MHLAOptions& opts) {
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), d = q.size(3), dv = v.size(3);
   const int64_t C = opts.block_len, M = mix.size(0);
-  const double s = scale_of(q, opts);
+  const double s = causal_scale(q, opts);
   auto chunked = [&](const Tensor& x) { return pad_tokens(x, M * C).reshape({B, H, M, C, x.size(3)}); };
   Tensor qh = chunked(feature_map(q, opts.feature_map, opts.eps));
   Tensor kh = chunked(feature_map(k, opts.feature_map, opts.eps));

@@ -2,6 +2,8 @@
 // non-causal fused op and composite) and mhla_causal.cpp (the causal chunkwise forms).
 // Not part of the public API (not in linea.h).
 #pragma once
+#include <cmath>
+
 #include "linea/autograd/ops_elementwise.h"
 #include "linea/autograd/ops_index.h"
 #include "linea/nn/functional/attention.h"
@@ -16,6 +18,11 @@ namespace linea::nn::functional::detail {
 Tensor mhla_causal(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& opts);
 Tensor mhla_causal_composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
                              const MHLAOptions& opts);
+
+// The causal form's scale s: opts.scale, or d^-1/2 when it is 0.
+inline double causal_scale(const Tensor& q, const MHLAOptions& opts) {
+  return opts.scale != 0 ? opts.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+}
 
 // φ(x) from public differentiable ops, so the composite forms get its gradient from autograd and
 // the fused forwards (which run without recording) use the same code.
