@@ -54,6 +54,13 @@ class CudaBackend final : public Backend {
   void mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
                      const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r, const Tensor& grad,
                      const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dmix) override;
+
+  // fused attention (cuda_attention.cpp / attention.cu)
+  void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
+                         const Tensor& out, const Tensor& lse) override;
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                          const Tensor& dout, double scale, bool causal, const Tensor& dq, const Tensor& dk,
+                          const Tensor& dv) override;
 };
 
 CudaBackend& instance();

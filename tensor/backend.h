@@ -120,6 +120,23 @@ class Backend {
                              const Tensor& dmix) {
     throw Error("[mhla] this device has no fused MHLA kernels (has_fused_mhla() is false)");
   }
+
+  // ---- fused attention ----
+  // Exact softmax attention over BH independent [N, ·] problems (batch × heads flattened), in
+  // tiles with an online softmax (FlashAttention-2): no N×N matrix is ever stored.
+  // q, k: [BH, N, d]; v: [BH, N, dv]; all operands contiguous, one floating dtype (float32 or
+  // float64); outputs are fresh contiguous tensors allocated by the caller. With
+  // S = scale · q kᵀ, masked to -inf above the diagonal (key j > query i) when causal:
+  //   out = softmax(S) v          [BH, N, dv]
+  //   lse = logsumexp(S, rows)    [BH, N]   (saved for the backward)
+  virtual void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
+                                 const Tensor& out, const Tensor& lse) = 0;
+  // Gradients from dout = dL/dout, recomputing P = exp(S - lse) tile by tile:
+  //   D = rowsum(dout ∘ out), dS = P ∘ (dout vᵀ - D),
+  //   dq = scale · dS k [BH, N, d],  dk = scale · dSᵀ q [BH, N, d],  dv = Pᵀ dout [BH, N, dv].
+  virtual void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                  const Tensor& lse, const Tensor& dout, double scale, bool causal, const Tensor& dq,
+                                  const Tensor& dk, const Tensor& dv) = 0;
 };
 
 // The backend for a device; throws a linea::Error when none is registered (e.g. CUDA in a

@@ -1,211 +1,40 @@
-// Softmax attention, fused and tiled (FlashAttention-2's algorithm, on the CPU).
-//
-// Forward: for each (batch·head, tile of kBr query rows), walk the key tiles of kBc rows keeping,
-// per query row, the running max m, the running sum l of exp(s·q·k − m) and an unnormalised
-// output accumulator; each new tile rescales what came before by exp(m_old − m_new). Only a
-// kBr×kBc score tile ever exists, so memory is O(N·d). The per-row logsumexp L = m + log l is
-// saved for the backward, which recomputes each probability tile P = exp(s·QKᵀ − L) instead of
-// storing the N×N matrix:
-//   D = rowsum(dO∘O),  dV += Pᵀ dO,  dP = dO Vᵀ,  dS = P∘(dP − D),  dQ += s·dS K,  dK += s·dSᵀ Q.
-// Tile products run on the backend's gemm (BLAS); the row-wise softmax bookkeeping is plain loops
-// over contiguous buffers. CPU only for now.
-#include <omp.h>
-
-#include <algorithm>
+// Softmax attention, fused and tiled: the public op. The kernels live behind the backend
+// interface (Backend::attention_forward / attention_backward: tensor/cpu/cpu_attention.cpp on the
+// CPU, cuda/attention.cu on the GPU). The forward saves the per-row logsumexp, so the backward
+// recomputes each probability tile instead of storing the N×N matrix: memory is O(N·d).
 #include <cmath>
-#include <limits>
-#include <vector>
 
 #include "linea/autograd/function.h"
 #include "linea/nn/functional/attention.h"
 #include "linea/nn/functional/attention_checks.h"
 #include "linea/tensor/backend.h"
-#include "linea/tensor/creation.h"
 
 namespace linea::nn::functional {
 
-namespace {
-
-constexpr int64_t kBr = 64;   // query rows per tile
-constexpr int64_t kBc = 128;  // key rows per tile
-// Below this many multiply-adds a problem runs on one thread: waking a team costs more.
-constexpr double kParallelWork = 1 << 20;
-
-// Rows [r0, r0 + n) of matrix `bh` of a contiguous [BH, N, c] tensor as a [1, n, c] view, or as
-// its transpose [1, c, n] (a column-major view: BLAS reads it transposed, nothing is copied).
-Tensor rows(const Tensor& x, int64_t bh, int64_t r0, int64_t n) {
-  const int64_t c = x.size(2);
-  return x.as_strided({1, n, c}, {n * c, c, 1}, x.offset() + (bh * x.size(1) + r0) * c);
-}
-Tensor rows_t(const Tensor& x, int64_t bh, int64_t r0, int64_t n) {
-  const int64_t c = x.size(2);
-  return x.as_strided({1, c, n}, {n * c, 1, c}, x.offset() + (bh * x.size(1) + r0) * c);
-}
-// The first n·c elements of a scratch buffer as a contiguous [1, n, c] matrix, or its transpose.
-Tensor scratch(const Tensor& buf, int64_t n, int64_t c) { return buf.as_strided({1, n, c}, {n * c, c, 1}, 0); }
-Tensor scratch_t(const Tensor& buf, int64_t n, int64_t c) { return buf.as_strided({1, c, n}, {n * c, 1, c}, 0); }
-
-struct Problem {
-  int64_t BH, N, d, dv;
-  double scale;
-  bool causal;
-  bool parallel() const { return double(BH) * N * N * (d + dv) >= kParallelWork; }
-};
-
-// q, k: [BH, N, d], v: [BH, N, dv], all contiguous. Writes o [BH, N, dv] and lse [BH, N].
-template <class T>
-void flash_forward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                   const Tensor& lse) {
-  Backend& be = backend(q.device());
-  const int64_t tiles = (p.N + kBr - 1) / kBr;
-  const T scale = static_cast<T>(p.scale), neg_inf = -std::numeric_limits<T>::infinity();
-#pragma omp parallel if (p.parallel())
-  {
-    Tensor s_buf = empty({kBr * kBc}, q.dtype()), pv_buf = empty({kBr * p.dv}, q.dtype());
-    std::vector<T> m(kBr), l(kBr);
-#pragma omp for schedule(dynamic)
-    for (int64_t task = 0; task < p.BH * tiles; ++task) {
-      const int64_t bh = task / tiles, r0 = task % tiles * kBr, br = std::min(kBr, p.N - r0);
-      T* out = o.data<T>() + (bh * p.N + r0) * p.dv;
-      std::fill(out, out + br * p.dv, T(0));
-      std::fill(m.begin(), m.end(), neg_inf);
-      std::fill(l.begin(), l.end(), T(0));
-      const int64_t key_end = p.causal ? r0 + br : p.N;  // tiles wholly above the diagonal are skipped
-      for (int64_t c0 = 0; c0 < key_end; c0 += kBc) {
-        const int64_t bc = std::min(kBc, key_end - c0);
-        const bool diagonal = p.causal && c0 + bc - 1 > r0;  // some (row, key) pair here is masked
-        be.gemm(rows(q, bh, r0, br), rows_t(k, bh, c0, bc), scratch(s_buf, br, bc));
-        T* s = s_buf.data<T>();
-        for (int64_t r = 0; r < br; ++r) {
-          T* sr = s + r * bc;
-          // Keys past query r0 + r are masked on the diagonal tile; row 0 of the first tile is
-          // never fully masked, so m is finite from the first tile on.
-          const int64_t visible = diagonal ? std::clamp<int64_t>(r0 + r - c0 + 1, 0, bc) : bc;
-          T mx = m[r];
-          for (int64_t c = 0; c < visible; ++c) mx = std::max(mx, scale * sr[c]);
-          const T alpha = std::exp(m[r] - mx);  // rescales the previous tiles (0 on the first)
-          T sum = 0;
-          for (int64_t c = 0; c < visible; ++c) sum += sr[c] = std::exp(scale * sr[c] - mx);
-          std::fill(sr + visible, sr + bc, T(0));
-          l[r] = l[r] * alpha + sum;
-          m[r] = mx;
-          for (int64_t e = 0; e < p.dv; ++e) out[r * p.dv + e] *= alpha;
-        }
-        be.gemm(scratch(s_buf, br, bc), rows(v, bh, c0, bc), scratch(pv_buf, br, p.dv));
-        const T* pv = pv_buf.data<T>();
-        for (int64_t i = 0; i < br * p.dv; ++i) out[i] += pv[i];
-      }
-      T* L = lse.data<T>() + bh * p.N + r0;
-      for (int64_t r = 0; r < br; ++r) {
-        for (int64_t e = 0; e < p.dv; ++e) out[r * p.dv + e] /= l[r];
-        L[r] = m[r] + std::log(l[r]);
-      }
-    }
-  }
-}
-
-// acc[0..n) += add[0..n)
-template <class T>
-void accumulate(T* acc, const Tensor& add, int64_t n) {
-  const T* a = add.data<T>();
-  for (int64_t i = 0; i < n; ++i) acc[i] += a[i];
-}
-
-// Gradients of the tiled forward, recomputing P tile by tile. Parallel over (batch·head, key
-// tile): each task owns its rows of dK and dV; dQ rows are shared between tasks, so every thread
-// accumulates into its own dQ buffer and the buffers are summed at the end.
-template <class T>
-void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                    const Tensor& lse, const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
-  Backend& be = backend(q.device());
-  const int64_t tiles = (p.N + kBc - 1) / kBc;
-  const T scale = static_cast<T>(p.scale);
-  // D = rowsum(dO ∘ O): the softmax Jacobian's correction term, one number per query row.
-  std::vector<T> D(p.BH * p.N);
-  {
-    const T *po = o.data<T>(), *pg = dout.data<T>();
-#pragma omp parallel for schedule(static) if (p.parallel())
-    for (int64_t i = 0; i < p.BH * p.N; ++i) {
-      T acc = 0;
-      for (int64_t e = 0; e < p.dv; ++e) acc += po[i * p.dv + e] * pg[i * p.dv + e];
-      D[i] = acc;
-    }
-  }
-  const int threads = p.parallel() ? omp_get_max_threads() : 1;
-  std::vector<Tensor> dq_parts(threads);
-#pragma omp parallel num_threads(threads)
-  {
-    Tensor dq_part = zeros({p.BH, p.N, p.d}, q.dtype());
-    dq_parts[omp_get_thread_num()] = dq_part;
-    const int64_t wide = std::max(p.d, p.dv);
-    Tensor p_buf = empty({kBr * kBc}, q.dtype()), dp_buf = empty({kBr * kBc}, q.dtype());
-    Tensor tmp = empty({std::max(kBr, kBc) * wide}, q.dtype());
-#pragma omp for schedule(dynamic)
-    for (int64_t task = 0; task < p.BH * tiles; ++task) {
-      const int64_t bh = task / tiles, c0 = task % tiles * kBc, bc = std::min(kBc, p.N - c0);
-      T* dk_j = dk.data<T>() + (bh * p.N + c0) * p.d;
-      T* dv_j = dv.data<T>() + (bh * p.N + c0) * p.dv;
-      std::fill(dk_j, dk_j + bc * p.d, T(0));
-      std::fill(dv_j, dv_j + bc * p.dv, T(0));
-      const int64_t first = p.causal ? c0 / kBr * kBr : 0;  // query tiles wholly above are skipped
-      for (int64_t r0 = first; r0 < p.N; r0 += kBr) {
-        const int64_t br = std::min(kBr, p.N - r0);
-        const bool diagonal = p.causal && c0 + bc - 1 > r0;
-        be.gemm(rows(q, bh, r0, br), rows_t(k, bh, c0, bc), scratch(p_buf, br, bc));
-        be.gemm(rows(dout, bh, r0, br), rows_t(v, bh, c0, bc), scratch(dp_buf, br, bc));
-        T *P = p_buf.data<T>(), *dS = dp_buf.data<T>();
-        const T* L = lse.data<T>() + bh * p.N + r0;
-        const T* Dr = D.data() + bh * p.N + r0;
-        for (int64_t r = 0; r < br; ++r) {
-          const int64_t visible = diagonal ? std::clamp<int64_t>(r0 + r - c0 + 1, 0, bc) : bc;
-          for (int64_t c = 0; c < bc; ++c) {
-            const int64_t i = r * bc + c;
-            P[i] = c < visible ? std::exp(scale * P[i] - L[r]) : T(0);
-            dS[i] = scale * P[i] * (dS[i] - Dr[r]);  // s·dS: the scale of S = s·QKᵀ folded in
-          }
-        }
-        be.gemm(scratch_t(p_buf, br, bc), rows(dout, bh, r0, br), scratch(tmp, bc, p.dv));
-        accumulate<T>(dv_j, tmp, bc * p.dv);
-        be.gemm(scratch_t(dp_buf, br, bc), rows(q, bh, r0, br), scratch(tmp, bc, p.d));
-        accumulate<T>(dk_j, tmp, bc * p.d);
-        be.gemm(scratch(dp_buf, br, bc), rows(k, bh, c0, bc), scratch(tmp, br, p.d));
-        accumulate<T>(dq_part.data<T>() + (bh * p.N + r0) * p.d, tmp, br * p.d);
-      }
-    }
-  }
-  T* out = dq.data<T>();
-  std::fill(out, out + dq.numel(), T(0));
-  for (const Tensor& part : dq_parts)
-    if (part.defined()) accumulate<T>(out, part, dq.numel());
-}
-
-}  // namespace
-
 Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, SoftmaxAttentionOptions opts) {
   detail::check_qkv("softmax_attention", q, k, v);
-  LINEA_CHECK(q.device().is_cpu(), "[softmax_attention] only the CPU is supported for now, got tensors on {}",
-              q.device());
   LINEA_CHECK(opts.scale >= 0, "[softmax_attention] scale must be >= 0 (0 means 1/sqrt(d)), got {}", opts.scale);
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), d = q.size(3), dv = v.size(3);
   LINEA_CHECK(N > 0 && d > 0 && dv > 0, "[softmax_attention] empty sequence or head dim: q {} / v {}",
               shape_str(q.shape()), shape_str(v.shape()));
-  const Problem p{B * H, N, d, dv, opts.scale > 0 ? opts.scale : 1.0 / std::sqrt(double(d)), opts.causal};
-  auto flat = [&](const Tensor& x) { return x.contiguous().view({p.BH, N, x.size(3)}); };
+  const int64_t BH = B * H;
+  const double scale = opts.scale > 0 ? opts.scale : 1.0 / std::sqrt(double(d));
+  const bool causal = opts.causal;
+  auto flat = [&](const Tensor& x) { return x.contiguous().view({BH, N, x.size(3)}); };
   return custom_function(
       "softmax_attention", {q, k, v},
       [&](const std::vector<Tensor>& in) {
         Tensor qc = flat(in[0]), kc = flat(in[1]), vc = flat(in[2]);
-        Tensor o = empty({p.BH, N, dv}, q.dtype()), lse = empty({p.BH, N}, q.dtype());
-        dispatch_floating(q.dtype(), "softmax_attention", [&]<class T>() { flash_forward<T>(p, qc, kc, vc, o, lse); });
+        Tensor o = empty({BH, N, dv}, q.dtype(), q.device()), lse = empty({BH, N}, q.dtype(), q.device());
+        backend(q.device()).attention_forward(qc, kc, vc, scale, causal, o, lse);
         return Forward{o.view({B, H, N, dv}), {qc, kc, vc, o, lse}};
       },
-      [p, B, H](const std::vector<Tensor>& s, const Tensor& g) -> std::vector<Tensor> {
-        Tensor dq = empty({p.BH, p.N, p.d}, g.dtype()), dk = empty_like(dq);
-        Tensor dv = empty({p.BH, p.N, p.dv}, g.dtype()), gc = g.contiguous().view({p.BH, p.N, p.dv});
-        dispatch_floating(g.dtype(), "softmax_attention", [&]<class T>() {
-          flash_backward<T>(p, s[0], s[1], s[2], s[3], s[4], gc, dq, dk, dv);
-        });
-        return {dq.view({B, H, p.N, p.d}), dk.view({B, H, p.N, p.d}), dv.view({B, H, p.N, p.dv})};
+      [=](const std::vector<Tensor>& s, const Tensor& g) -> std::vector<Tensor> {
+        const Tensor& qc = s[0];
+        Tensor gq = empty({BH, N, d}, qc.dtype(), qc.device()), gk = empty({BH, N, d}, qc.dtype(), qc.device());
+        Tensor gv = empty({BH, N, dv}, qc.dtype(), qc.device()), gc = g.contiguous().view({BH, N, dv});
+        backend(qc.device()).attention_backward(qc, s[1], s[2], s[3], s[4], gc, scale, causal, gq, gk, gv);
+        return {gq.view({B, H, N, d}), gk.view({B, H, N, d}), gv.view({B, H, N, dv})};
       });
 }
 

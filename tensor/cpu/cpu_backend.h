@@ -37,6 +37,13 @@ class CpuBackend final : public Backend {
   void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;
   void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;
   void scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;
+
+  // fused attention (cpu_attention.cpp)
+  void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
+                         const Tensor& out, const Tensor& lse) override;
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                          const Tensor& dout, double scale, bool causal, const Tensor& dq, const Tensor& dk,
+                          const Tensor& dv) override;
 };
 
 CpuBackend& instance();

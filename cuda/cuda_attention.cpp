@@ -1,0 +1,75 @@
+// Fused softmax attention on the GPU (attention.cu): the CudaBackend methods check the backend
+// contract of tensor/backend.h and launch the kernels. The backward is three launches: D =
+// rowsum(dO ∘ O), then dK/dV and dQ in two separate passes (deterministic, no atomics).
+#include <initializer_list>
+#include <limits>
+
+#include "linea/cuda/cuda_backend.h"
+#include "linea/cuda/launch_attention.h"
+
+namespace linea::cuda {
+
+namespace {
+
+// q, k [BH, N, d], v [BH, N, dv], lse [BH, N], like_q / like_v shaped like q / v; all contiguous
+// CUDA tensors of q's dtype (float32 or float64); head dims within the kernels' limit.
+void check_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
+                     std::initializer_list<const Tensor*> like_q, std::initializer_list<const Tensor*> like_v) {
+  LINEA_CHECK(q.dim() == 3 && k.shape() == q.shape() && v.dim() == 3 && v.size(0) == q.size(0) &&
+                  v.size(1) == q.size(1) && lse.shape() == Shape({q.size(0), q.size(1)}),
+              "[{}] expected q, k [BH, N, d], v [BH, N, dv] and lse [BH, N], got {} / {} / {} / {}", op,
+              shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()), shape_str(lse.shape()));
+  LINEA_CHECK(q.dtype() == DType::Float32 || q.dtype() == DType::Float64,
+              "[{}] expected float32 or float64, got {}", op, q.dtype());
+  auto check = [&](const Tensor& t, const Tensor& like) {
+    arg(t, op);  // on a CUDA device
+    LINEA_CHECK(t.device() == q.device() && t.is_contiguous() && t.dtype() == q.dtype() && t.shape() == like.shape(),
+                "[{}] expected a contiguous {} tensor shaped {} on {}, got {} {} on {}", op, q.dtype(),
+                shape_str(like.shape()), q.device(), t.dtype(), shape_str(t.shape()), t.device());
+  };
+  for (const Tensor* t : {&q, &k, &lse}) check(*t, *t);
+  for (const Tensor* t : like_q) check(*t, q);
+  for (const Tensor* t : like_v) check(*t, v);
+  const int64_t BH = q.size(0), N = q.size(1), d = q.size(2), dv = v.size(2);
+  LINEA_CHECK(d <= kAttentionMaxHead && dv <= kAttentionMaxHead,
+              "[{}] the CUDA kernels take head dims up to {}, got q {} / v {}", op, kAttentionMaxHead,
+              shape_str(q.shape()), shape_str(v.shape()));
+  // One block per (batch·head, tile): the grid must fit gridDim.x.
+  LINEA_CHECK(BH * ((N + kAttentionTile - 1) / kAttentionTile) <= std::numeric_limits<int32_t>::max(),
+              "[{}] too many (batch·head, tile) blocks for one launch: q {}", op, shape_str(q.shape()));
+}
+
+AttentionShape shape(const Tensor& q, const Tensor& v, double scale, bool causal) {
+  return {q.size(0), q.size(1), static_cast<int>(q.size(2)), static_cast<int>(v.size(2)), scale, causal};
+}
+
+}  // namespace
+
+void CudaBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
+                                    const Tensor& out, const Tensor& lse) {
+  check_attention("attention_forward", q, k, v, lse, {}, {&v, &out});
+  if (lse.numel() == 0) return;  // no rows: an empty grid is not a valid launch
+  LINEA_CUDA_CHECK(launch_attention_forward(dt(q.dtype()), shape(q, v, scale, causal), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                                            out.data_ptr(), lse.data_ptr()));
+  check_launch("attention_forward");
+}
+
+void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                     const Tensor& lse, const Tensor& dout, double scale, bool causal,
+                                     const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  check_attention("attention_backward", q, k, v, lse, {&dq, &dk}, {&v, &out, &dout, &dv});
+  if (lse.numel() == 0) return;
+  const AttentionShape s = shape(q, v, scale, causal);
+  const Dt t = dt(q.dtype());
+  Tensor D = empty(lse.shape(), lse.dtype(), lse.device());
+  LINEA_CUDA_CHECK(launch_attention_row_dot(t, s, out.data_ptr(), dout.data_ptr(), D.data_ptr()));
+  check_launch("attention_row_dot");
+  LINEA_CUDA_CHECK(launch_attention_dkdv(t, s, q.data_ptr(), k.data_ptr(), v.data_ptr(), dout.data_ptr(),
+                                         lse.data_ptr(), D.data_ptr(), dk.data_ptr(), dv.data_ptr()));
+  check_launch("attention_dkdv");
+  LINEA_CUDA_CHECK(launch_attention_dq(t, s, q.data_ptr(), k.data_ptr(), v.data_ptr(), dout.data_ptr(),
+                                       lse.data_ptr(), D.data_ptr(), dq.data_ptr()));
+  check_launch("attention_dq");
+}
+
+}  // namespace linea::cuda
