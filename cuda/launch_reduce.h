@@ -16,7 +16,8 @@ enum class Red : uint8_t { Sum, Max, Min, ArgMax, LogSumExp };
 // to fill the GPU, n is cut into `splits` pieces reduced in parallel into partial results
 // (scratch_bytes of device scratch), which a second kernel merges in a fixed order.
 struct ReducePlan {
-  int group = 32;        // inner == 1: threads per row (a warp, or a whole block for long rows)
+  int group = 0;         // threads per row in reduce_rows (a warp, or a whole block for long
+                         // rows); 0: reduce_columns, a thread per output
   int64_t splits = 1;    // pieces n is cut into
   int64_t piece = 0;     // elements of n per piece
   std::size_t scratch_bytes = 0;

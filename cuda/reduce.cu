@@ -4,10 +4,10 @@
 // is a "reducer" like on the CPU, with one change: instead of push(element), an element is lifted
 // to a State and merged, so the same merge() combines elements, lanes of a warp, warps of a block
 // and partial results of a split row. Two kernels walk the memory:
-//   - reduce_rows (inner == 1): a warp per row (short rows) or a block per row (long rows), each
-//     thread striding through the row, then a shuffle/shared-memory reduction;
-//   - reduce_columns (inner > 1): one thread per output column looping over n, so a warp reads 32
-//     neighbouring columns of one row at a time (coalesced).
+//   - reduce_rows (inner == 1): a warp per row (rows up to 1024) or a block per row (longer),
+//     each thread striding through the row, then a shuffle/shared-memory reduction;
+//   - reduce_columns (inner > 1, or rows of at most 16): one thread per output looping over n, so
+//     a warp reads 32 neighbouring columns of one row at a time (coalesced).
 // When there are few outputs (a full sum, a bias gradient over a big batch), n is split into
 // pieces reduced by different blocks into a scratch buffer, and reduce_merge combines the pieces
 // in a fixed order: no atomics, the same bits every run.
@@ -23,6 +23,10 @@
 namespace linea::cuda {
 
 namespace {
+
+// Rows (inner == 1) up to this length are reduced by one thread each, like columns: a warp per
+// row would leave most lanes idle.
+constexpr int64_t kThreadRowMax = 16;
 
 template <class T>
 using Wide = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
@@ -207,12 +211,13 @@ ReducePlan plan_reduce(Red op, Dt dtype, int64_t outer, int64_t n, int64_t inner
     plan.piece = ceil_div(n, s);
     plan.splits = plan.piece > 0 ? ceil_div(n, plan.piece) : 1;  // no empty pieces
   };
-  if (inner == 1) {
+  if (inner == 1 && n > kThreadRowMax) {
     plan.group = n <= kWarpRowMax ? 32 : kThreads;
-    // Long rows, but fewer than a GPU's worth of blocks (~4 per SM): split each row.
+    // Long rows, but fewer rows than a GPU's worth of blocks: split each row.
     if (plan.group == kThreads) split(ceil_div(kTargetThreads / kThreads, outer), 8 * kThreads);
     else split(1, 1);
   } else {
+    plan.group = 0;  // reduce_columns: a thread per output (for tiny rows too: a warp would idle)
     split(ceil_div(kTargetThreads, outer * inner), 32);
   }
   if (plan.splits > 1) {
@@ -231,7 +236,7 @@ const char* launch_reduce(Red op, Dt dtype, const void* x, void* out, int64_t ou
     Out* op_ = static_cast<Out*>(out);
     State* part = static_cast<State*>(scratch);
     const int64_t cols = outer * inner;
-    if (inner == 1) {
+    if (plan.group > 0) {
       const int64_t tasks = outer * plan.splits;
       if (plan.group == 32)
         reduce_rows<R, T, 32><<<group_blocks(tasks, 32), kThreads, 0, stream()>>>(xp, op_, part, outer, n, plan.piece,
@@ -243,9 +248,9 @@ const char* launch_reduce(Red op, Dt dtype, const void* x, void* out, int64_t ou
       const dim3 grid(blocks_for(cols, kThreads), static_cast<unsigned>(plan.splits));
       reduce_columns<R, T><<<grid, kThreads, 0, stream()>>>(xp, op_, part, outer, n, inner, plan.piece);
     }
-    if (plan.splits == 1) return inner == 1 ? "reduce_rows" : "reduce_columns";
+    if (plan.splits == 1) return plan.group > 0 ? "reduce_rows" : "reduce_columns";
     reduce_merge<R><<<blocks_for(cols, kThreads), kThreads, 0, stream()>>>(part, op_, cols, plan.splits);
-    return inner == 1 ? "reduce_rows + reduce_merge" : "reduce_columns + reduce_merge";
+    return plan.group > 0 ? "reduce_rows + reduce_merge" : "reduce_columns + reduce_merge";
   });
 }
 
