@@ -277,8 +277,11 @@ int run_train(const Config& o, Device dev) {
                  bits(val), seconds);
       std::fflush(csv);
       // A line of its own (over the live progress line on a terminal, which redraws below it).
-      fmt::print("{}step {}: train loss {:.4f}, val loss {:.4f} ({:.3f} bpc)\n", isatty(1) ? "\r\x1b[K" : "",
-                 trainer.step(), train_avg, val, bits(val));
+      // The train loss is the mean over the steps since the last estimate (the model improved
+      // during them), the val loss that of the model now: early on, train > val is expected.
+      fmt::print("{}step {}: train loss {:.4f} (mean of steps {}-{}), val loss {:.4f} ({:.3f} bpc)\n",
+                 isatty(1) ? "\r\x1b[K" : "", trainer.step(), train_avg, trainer.step() - loss_count + 1,
+                 trainer.step(), val, bits(val));
       loss_sum = 0, loss_count = 0;
       save();
       t = Clock::now();
