@@ -7,6 +7,7 @@
 //   cuda_norm.cpp / norm.cu                  layernorm / rmsnorm forward and backward
 //   cuda_matmul.cpp                          gemm (cuBLAS)
 //   cuda_index.cpp / index.cu                index_select, index_add, gather, scatter_add
+//   cuda_fused.cpp / fused.cu                cross-entropy, AdamW/SGD steps, random_uniform, cumsum
 #pragma once
 #include <cuda_runtime.h>
 
@@ -46,6 +47,18 @@ class CudaBackend final : public Backend {
   void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;
   void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;
   void scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;
+
+  // fused kernels for nn/ (cuda_fused.cpp / fused.cu)
+  void cross_entropy_forward(const Tensor& x, const Tensor& target, int64_t ignore_index, double label_smoothing,
+                             const Tensor& lse, const Tensor& loss, const Tensor& total) override;
+  void cross_entropy_backward(const Tensor& x, const Tensor& target, const Tensor& lse, const Tensor& weight,
+                              int64_t ignore_index, double label_smoothing, const Tensor& dx) override;
+  void adamw_step(const std::vector<AdamWParam>& params, double beta1, double beta2, double eps) override;
+  void sgd_step(const std::vector<SgdParam>& params, double momentum, bool nesterov) override;
+  void sum_squares(const Tensor& x, const Tensor& out) override;
+  void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) override;
+  void cumsum(const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+              bool reverse) override;
 
   // fused MHLA (cuda_mhla.cpp / mhla.cu)
   bool has_fused_mhla() const override { return true; }

@@ -4,6 +4,7 @@
 
 #include "linea/autograd/ops_matmul.h"
 #include "linea/nn/init.h"
+#include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
 
 namespace linea::nn {
@@ -31,15 +32,18 @@ Tensor Linear::forward(const Tensor& x) {
 
 Dropout::Dropout(double p) : Dropout(p, default_generator().next_u64()) {}
 
-Dropout::Dropout(double p, uint64_t seed) : Module("Dropout"), p_(p), gen_(seed) {
+Dropout::Dropout(double p, uint64_t seed) : Module("Dropout"), p_(p), seed_(seed) {
   LINEA_CHECK(p >= 0 && p <= 1, "[Dropout] p must be in [0, 1], got {}", p);
 }
 
 Tensor Dropout::forward(const Tensor& x) {
   if (!is_training() || p_ == 0) return x;
   if (p_ == 1) return x * 0.0;
-  // keep = (u >= p) as x's dtype, pre-scaled by 1/(1-p): one multiply, whose backward is g * keep.
-  Tensor u = rand(x.shape(), gen_, Options(x.dtype(), x.device()));
+  // u drawn on x's device from the layer's stream, then keep = (u >= p) as x's dtype, pre-scaled
+  // by 1/(1-p): one multiply, whose backward is g * keep.
+  Tensor u = empty(x.shape(), x.dtype(), x.device());
+  backend(x.device()).random_uniform(u, seed_, offset_);
+  offset_ += static_cast<uint64_t>(x.numel());
   Tensor keep = ge(u, scalar(p_, Options(x.dtype(), x.device()))).to(x.dtype()) * (1.0 / (1.0 - p_));
   return x * keep;
 }

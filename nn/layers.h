@@ -31,20 +31,29 @@ class Linear : public Module {
 };
 
 // Zeroes each element with probability p in training mode and scales the rest by 1/(1-p), so the
-// expectation is unchanged; the identity in eval mode. The mask comes from the layer's own
-// Generator, seeded at construction from the global one (or from `seed`), so a run is
-// reproducible and a layer's masks do not depend on what other code draws.
+// expectation is unchanged; the identity in eval mode. The mask comes from a counter-based random
+// stream (Backend::random_uniform): element i of a call reads number offset + i of the stream of
+// the layer's seed, and each call advances offset by the input's size. So the mask is the same on
+// every device, a layer's masks do not depend on what other code draws, and (seed, offset) is
+// the layer's whole random state: store it beside a checkpoint and set_rng_state() resumes the
+// very same masks. The seed comes from the global generator at construction (or from `seed`).
 class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5);
   Dropout(double p, uint64_t seed);
   Tensor forward(const Tensor& x) override;
-  void manual_seed(uint64_t seed) { gen_.manual_seed(seed); }
+  void manual_seed(uint64_t seed) { set_rng_state(seed, 0); }
+  void set_rng_state(uint64_t seed, uint64_t offset) {
+    seed_ = seed;
+    offset_ = offset;
+  }
+  uint64_t seed() const { return seed_; }
+  uint64_t offset() const { return offset_; }  // numbers of the stream used so far
   double p() const { return p_; }
 
  private:
   double p_;
-  Generator gen_;
+  uint64_t seed_, offset_ = 0;
 };
 
 class GELU : public Module {

@@ -16,8 +16,9 @@ struct CrossEntropyOptions {
   Reduction reduction = Reduction::Mean;  // Mean divides by the number of non-ignored rows
 };
 
-// logits [..., C] (float32/float64, CPU), targets [...] int64 class indices in [0, C) or
-// ignore_index. Mean and Sum give a 0-d tensor, None one loss per row (ignored rows give 0).
+// logits [..., C] (float32/float64), targets [...] int64 class indices in [0, C) or
+// ignore_index, on one device. Mean and Sum give a 0-d tensor, None one loss per row (ignored
+// rows give 0).
 // As in PyTorch, Mean over zero non-ignored rows is NaN.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, CrossEntropyOptions opts = {});
 

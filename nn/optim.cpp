@@ -1,10 +1,13 @@
 #include "linea/nn/optim.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <set>
 
 #include "linea/autograd/graph.h"
+#include "linea/autograd/ops_elementwise.h"
+#include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
 
 namespace linea::nn {
@@ -36,19 +39,26 @@ Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double lr
 
 void Optimizer::step() {
   NoGradGuard no_grad;  // updates are not part of any graph
+  // The parameters with gradients, per device (one fused backend call each; usually one device).
+  std::vector<std::pair<Device, std::vector<Update>>> per_device;
   for (const ParamGroup& grp : groups_) {
     for (const auto& [n, p] : grp.params) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
-      LINEA_CHECK(p.device().is_cpu(), "[{}] only updates CPU parameters for now; '{}' is on {}", name_, n,
-                  p.device());
+      LINEA_CHECK(g.device() == p.device() && g.shape() == p.shape() && g.dtype() == p.dtype(),
+                  "[{}] '{}': gradient {} {} on {} does not match the parameter {} {} on {}", name_, n, g.dtype(),
+                  shape_str(g.shape()), g.device(), p.dtype(), shape_str(p.shape()), p.device());
       State& s = state_[n];
       if (s.buffers.empty())
         for (size_t b = 0; b < buffer_names_.size(); ++b) s.buffers.push_back(zeros_like(p));
       ++s.step;
-      update(p, g.contiguous(), s, *grp.lr, *grp.weight_decay);
+      auto it = std::find_if(per_device.begin(), per_device.end(),
+                             [&](const auto& d) { return d.first == p.device(); });
+      if (it == per_device.end()) it = per_device.insert(per_device.end(), {p.device(), {}});
+      it->second.push_back({p, g.contiguous(), &s, *grp.lr, *grp.weight_decay});
     }
   }
+  for (const auto& [_, updates] : per_device) update(updates);
 }
 
 void Optimizer::zero_grad() {
@@ -133,44 +143,12 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions opts)
   LINEA_CHECK(!opts.nesterov || opts.momentum > 0, "[SGD] nesterov needs momentum > 0");
 }
 
-namespace {
-
-// Parameters beyond this many elements are updated by all threads; elements are independent, so
-// the result does not depend on the thread count.
-constexpr int64_t kParallelMin = 1 << 16;
-
-template <class T>
-void sgd_loop(T* p, const T* g, T* buf, int64_t n, T lr, T wd, T momentum, bool nesterov, bool first) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    T d = g[i] + wd * p[i];
-    if (buf) {
-      buf[i] = first ? d : momentum * buf[i] + d;
-      d = nesterov ? d + momentum * buf[i] : buf[i];
-    }
-    p[i] -= lr * d;
-  }
-}
-
-template <class T>
-void adamw_loop(T* p, const T* g, T* m, T* v, int64_t n, T decay, T beta1, T beta2, T step_size, T sqrt_bc2, T eps) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    p[i] *= decay;
-    m[i] = beta1 * m[i] + (1 - beta1) * g[i];
-    v[i] = beta2 * v[i] + (1 - beta2) * g[i] * g[i];
-    p[i] -= step_size * m[i] / (std::sqrt(v[i]) / sqrt_bc2 + eps);
-  }
-}
-
-}  // namespace
-
-void SGD::update(const Tensor& p, const Tensor& g, State& s, double lr, double weight_decay) {
-  dispatch_floating(p.dtype(), "SGD", [&]<class T>() {
-    T* buf = s.buffers.empty() ? nullptr : s.buffers[0].data<T>();
-    sgd_loop<T>(p.data<T>(), g.data<T>(), buf, p.numel(), T(lr), T(weight_decay), T(opts_.momentum), opts_.nesterov,
-                s.step == 1);
-  });
+void SGD::update(const std::vector<Update>& updates) {
+  std::vector<Backend::SgdParam> params;
+  for (const Update& u : updates)
+    params.push_back({u.param, u.grad, u.state->buffers.empty() ? Tensor() : u.state->buffers[0], u.lr,
+                      u.weight_decay, u.state->step == 1});
+  backend(updates.front().param.device()).sgd_step(params, opts_.momentum, opts_.nesterov);
 }
 
 // ---------------------------------------------------------------- AdamW
@@ -185,14 +163,16 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions opts)
   LINEA_CHECK(opts.eps >= 0, "[AdamW] eps must be >= 0, got {}", opts.eps);
 }
 
-void AdamW::update(const Tensor& p, const Tensor& g, State& s, double lr, double weight_decay) {
-  const double t = static_cast<double>(s.step);
-  const double bc1 = 1 - std::pow(opts_.beta1, t), bc2 = 1 - std::pow(opts_.beta2, t);
-  dispatch_floating(p.dtype(), "AdamW", [&]<class T>() {
-    adamw_loop<T>(p.data<T>(), g.data<T>(), s.buffers[0].data<T>(), s.buffers[1].data<T>(), p.numel(),
-                  T(1 - lr * weight_decay), T(opts_.beta1), T(opts_.beta2), T(lr / bc1), T(std::sqrt(bc2)),
-                  T(opts_.eps));
-  });
+void AdamW::update(const std::vector<Update>& updates) {
+  std::vector<Backend::AdamWParam> params;
+  for (const Update& u : updates) {
+    // Bias corrections of this parameter's step count t, in double.
+    const double t = static_cast<double>(u.state->step);
+    const double bc1 = 1 - std::pow(opts_.beta1, t), bc2 = 1 - std::pow(opts_.beta2, t);
+    params.push_back({u.param, u.grad, u.state->buffers[0], u.state->buffers[1], 1 - u.lr * u.weight_decay,
+                      u.lr / bc1, std::sqrt(bc2)});
+  }
+  backend(updates.front().param.device()).adamw_step(params, opts_.beta1, opts_.beta2, opts_.eps);
 }
 
 std::vector<ParamGroup> adamw_param_groups(const Module& module, double weight_decay,
@@ -223,31 +203,22 @@ double warmup_cosine(int64_t step, const WarmupCosine& s) {
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   LINEA_CHECK(max_norm > 0, "[clip_grad_norm_] max_norm must be > 0, got {}", max_norm);
   NoGradGuard no_grad;
-  std::vector<Tensor> grads;
-  double sq = 0;
+  std::vector<Tensor> grads, squares;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    LINEA_CHECK(g.device().is_cpu() && g.is_contiguous(),
-                "[clip_grad_norm_] needs contiguous CPU gradients, got one of shape {} on {}", shape_str(g.shape()),
-                g.device());
-    dispatch_floating(g.dtype(), "clip_grad_norm_", [&]<class T>() {
-      const T* d = g.data<T>();
-      double acc = 0;
-#pragma omp simd reduction(+ : acc)
-      for (int64_t i = 0; i < g.numel(); ++i) acc += static_cast<double>(d[i]) * d[i];
-      sq += acc;
-    });
-    grads.push_back(g);
+    g = g.contiguous();  // a no-op for autograd's gradients; the scaling below writes p.grad() itself
+    Tensor part = empty({}, DType::Float64, g.device());
+    backend(g.device()).sum_squares(g, part);  // queued on g's device; read below
+    squares.push_back(part);
+    grads.push_back(p.grad());
   }
+  double sq = 0;  // summed over parameters in order, in double
+  for (const Tensor& s : squares) sq += s.item();
   const double norm = std::sqrt(sq);
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1)
-    for (const Tensor& g : grads)
-      dispatch_floating(g.dtype(), "clip_grad_norm_", [&]<class T>() {
-        T* d = g.data<T>();
-        for (int64_t i = 0, n = g.numel(); i < n; ++i) d[i] *= static_cast<T>(coef);
-      });
+    for (const Tensor& g : grads) backend(g.device()).copy(g * coef, g);  // in place, through g's storage
   return norm;
 }
 

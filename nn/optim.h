@@ -3,7 +3,8 @@
 // An optimizer holds parameter groups (each with its own lr and weight decay) and per-parameter
 // state (update count, momentum or Adam moments) keyed by the parameter's NAME, so the state can
 // be saved in a checkpoint and loaded into a fresh optimizer of a rebuilt model. step() updates
-// each parameter that has a .grad in place, with one fused loop per parameter (CPU for now).
+// every parameter that has a .grad in place, all of a device's parameters in one fused backend
+// call (Backend::adamw_step / sgd_step: one kernel launch over all of them on the GPU).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -51,8 +52,15 @@ class Optimizer {
   // `name` names the optimizer in errors; `buffer_names` the per-parameter state it keeps.
   Optimizer(std::string name, std::vector<ParamGroup> groups, double lr, double weight_decay,
             std::vector<std::string> buffer_names);
-  // Applies one update to p (contiguous, CPU) from g (contiguous, p's shape and dtype).
-  virtual void update(const Tensor& p, const Tensor& g, State& s, double lr, double weight_decay) = 0;
+  // One parameter's part of a step: p (contiguous) and g (contiguous, p's shape and dtype) on
+  // one device, its state (step already counted) and its group's hyperparameters.
+  struct Update {
+    Tensor param, grad;
+    State* state;
+    double lr, weight_decay;
+  };
+  // Applies one step to every parameter in `updates` (all on one device).
+  virtual void update(const std::vector<Update>& updates) = 0;
 
  private:
   std::string name_;
@@ -76,7 +84,7 @@ class SGD : public Optimizer {
   SGD(std::vector<ParamGroup> groups, SGDOptions opts = {});
 
  private:
-  void update(const Tensor& p, const Tensor& g, State& s, double lr, double weight_decay) override;
+  void update(const std::vector<Update>& updates) override;
   SGDOptions opts_;
 };
 
@@ -96,7 +104,7 @@ class AdamW : public Optimizer {
   AdamW(std::vector<ParamGroup> groups, AdamWOptions opts = {});
 
  private:
-  void update(const Tensor& p, const Tensor& g, State& s, double lr, double weight_decay) override;
+  void update(const std::vector<Update>& updates) override;
   AdamWOptions opts_;
 };
 

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "linea/tensor/tensor.h"
 
@@ -87,6 +88,69 @@ class Backend {
   virtual void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) = 0;
   virtual void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) = 0;
   virtual void scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) = 0;
+
+  // ---- fused kernels for nn/ ----
+  // The nn/ computations that would otherwise loop over raw tensor data (losses, optimizer steps,
+  // dropout masks, running sums): each is one kernel here, so nn/ stays device-agnostic and a
+  // training step never leaves the device.
+
+  // Cross-entropy with label smoothing eps over the rows of x [rows, C] (contiguous, float32 or
+  // float64), targets [rows] int64 contiguous, each in [0, C) or ignore_index (the caller checks
+  // the range). With m = max_c x_c and s = Σ_c exp(x_c - m), per row (t = target):
+  //   lse[r]  = m + log s
+  //   loss[r] = log s - (1 - eps)(x_t - m) - (eps / C) Σ_c (x_c - m)   (last term only if eps > 0)
+  // Subtracting m first keeps it exact for huge logits. lse and loss are float64 [rows]; ignored
+  // rows get 0 in both. total (0-d float64, or undefined when not wanted) = Σ_r loss[r], in a fixed
+  // order per device (row order on the CPU).
+  virtual void cross_entropy_forward(const Tensor& x, const Tensor& target, int64_t ignore_index,
+                                     double label_smoothing, const Tensor& lse, const Tensor& loss,
+                                     const Tensor& total) = 0;
+  // dx[r, c] = w[r] * (exp(x_rc - lse[r]) - eps / C - (1 - eps) [c == t_r]), 0 on ignored rows.
+  // weight is float64 [rows] with any stride (stride 0: one weight for every row); dx is a fresh
+  // tensor of x's shape and dtype.
+  virtual void cross_entropy_backward(const Tensor& x, const Tensor& target, const Tensor& lse,
+                                      const Tensor& weight, int64_t ignore_index, double label_smoothing,
+                                      const Tensor& dx) = 0;
+
+  // One parameter of a fused AdamW step. All four tensors are contiguous, of one shape and one
+  // floating dtype; param, exp_avg and exp_avg_sq are updated in place. The per-parameter
+  // scalars (its group's lr and weight decay, its own step count t) come precomputed:
+  struct AdamWParam {
+    Tensor param, grad, exp_avg, exp_avg_sq;
+    double decay;      // 1 - lr * weight_decay
+    double step_size;  // lr / (1 - beta1^t)
+    double sqrt_bc2;   // sqrt(1 - beta2^t)
+  };
+  // For every element of every parameter, in the parameter's dtype:
+  //   p *= decay; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= step_size * m / (sqrt(v) / sqrt_bc2 + eps)
+  // All parameters in one pass (on the GPU one launch per dtype: multi-tensor apply).
+  virtual void adamw_step(const std::vector<AdamWParam>& params, double beta1, double beta2, double eps) = 0;
+  // One parameter of a fused SGD step (contiguous, one shape and dtype; param and
+  // momentum_buffer updated in place). momentum_buffer is undefined without momentum.
+  struct SgdParam {
+    Tensor param, grad, momentum_buffer;
+    double lr, weight_decay;
+    bool first;  // the parameter's first step: the buffer starts as the gradient
+  };
+  //   d = g + wd p; with momentum: b = first ? d : momentum b + d, d = nesterov ? d + momentum b : b;
+  //   p -= lr d        (all in the parameter's dtype)
+  virtual void sgd_step(const std::vector<SgdParam>& params, double momentum, bool nesterov) = 0;
+  // out (0-d float64) = Σ_i x_i² over a contiguous floating x, the products and the sum in double
+  // (clip_grad_norm_'s squared norm, without a float64 copy of the gradient). The order of the
+  // sum is fixed per device, so a run is reproducible.
+  virtual void sum_squares(const Tensor& x, const Tensor& out) = 0;
+
+  // Counter-based uniform numbers in [0, 1): out[i] = u(seed, offset + i), out contiguous float32
+  // (24 random bits) or float64 (53). u is splitmix64 as a hash of (seed, counter)
+  // (tensor/counter_rng.h), pure integer math: every device gives the same bits, and a caller
+  // that advances offset by numel per call never reuses a number.
+  virtual void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) = 0;
+
+  // Running sum along the middle dim of x contiguous read as [outer, n, inner]; out likewise, same
+  // dtype (float32, float64 or int64). Inclusive: out_i = Σ_{j<=i} x_j; exclusive: Σ_{j<i} x_j;
+  // reverse sums from the end instead (Σ_{j>=i}, Σ_{j>i}). Accumulates in x's dtype, in j order.
+  virtual void cumsum(const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+                      bool reverse) = 0;
 
   // ---- fused MHLA (nn/functional/mhla.cpp; docs/mhla.md, "Fused CUDA kernels") ----
   // Multi-head linear attention as the device's own kernels instead of a composition of GEMMs

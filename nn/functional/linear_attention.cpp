@@ -10,8 +10,6 @@
 //   U'_i = φ(Q_i) P_i + tril(φ(Q_i) φ(K_i)ᵀ) V'_i                      — O(N·(C + d)·dv) work.
 // Backward (A_i = tril(φQ_i φK_iᵀ), dA_i = tril(dU'_i V'_iᵀ), dS_j = Σ_{i>j} φ(Q_i)ᵀ dU'_i):
 //   dφQ_i = dU'_i P_iᵀ + dA_i φK_i,   dφK_j = dA_jᵀ φQ_j + V'_j dS_jᵀ,   dV'_j = A_jᵀ dU'_j + φK_j dS_j.
-#include <omp.h>
-
 #include <vector>
 
 #include "linea/autograd/function.h"
@@ -20,6 +18,7 @@
 #include "linea/nn/functional/attention.h"
 #include "linea/nn/functional/attention_checks.h"
 #include "linea/nn/functional/mhla_detail.h"
+#include "linea/tensor/backend.h"
 
 namespace linea::nn::functional {
 
@@ -30,25 +29,10 @@ constexpr int64_t kChunk = 64;
 Tensor mT(const Tensor& x) { return x.transpose(-2, -1); }
 
 // Exclusive running sum along dim 2 of a contiguous [B, H, M, X] tensor: out_i = Σ_{j<i} x_j,
-// or with `reverse` the suffix sum out_i = Σ_{j>i} x_j. A loop, not an M×M product: O(M·X).
+// or with `reverse` the suffix sum out_i = Σ_{j>i} x_j. A scan kernel, not an M×M product: O(M·X).
 Tensor exclusive_sum(const Tensor& x, bool reverse) {
   Tensor out = empty(x.shape(), x.dtype(), x.device());
-  const int64_t BH = x.size(0) * x.size(1), M = x.size(2), X = x.size(3);
-  dispatch_floating(x.dtype(), "linear_attention", [&]<class T>() {
-    const T* in = x.data<T>();
-    T* o = out.data<T>();
-#pragma omp parallel for schedule(static) if (x.numel() >= (1 << 16))
-    for (int64_t bh = 0; bh < BH; ++bh) {
-      std::vector<T> run(X, T(0));
-      for (int64_t step = 0; step < M; ++step) {
-        const int64_t i = reverse ? M - 1 - step : step, base = (bh * M + i) * X;
-        for (int64_t e = 0; e < X; ++e) {
-          o[base + e] = run[e];
-          run[e] += in[base + e];
-        }
-      }
-    }
-  });
+  backend(x.device()).cumsum(x, out, x.size(0) * x.size(1), x.size(2), x.size(3), /*exclusive=*/true, reverse);
   return out;
 }
 

@@ -38,6 +38,18 @@ class CpuBackend final : public Backend {
   void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;
   void scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;
 
+  // fused kernels for nn/ (cpu_loss.cpp, cpu_optim.cpp, cpu_random.cpp, cpu_scan.cpp)
+  void cross_entropy_forward(const Tensor& x, const Tensor& target, int64_t ignore_index, double label_smoothing,
+                             const Tensor& lse, const Tensor& loss, const Tensor& total) override;
+  void cross_entropy_backward(const Tensor& x, const Tensor& target, const Tensor& lse, const Tensor& weight,
+                              int64_t ignore_index, double label_smoothing, const Tensor& dx) override;
+  void adamw_step(const std::vector<AdamWParam>& params, double beta1, double beta2, double eps) override;
+  void sgd_step(const std::vector<SgdParam>& params, double momentum, bool nesterov) override;
+  void sum_squares(const Tensor& x, const Tensor& out) override;
+  void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) override;
+  void cumsum(const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+              bool reverse) override;
+
   // fused attention (cpu_attention.cpp)
   void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
                          const Tensor& out, const Tensor& lse) override;

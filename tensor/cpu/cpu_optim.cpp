@@ -1,0 +1,76 @@
+// Optimizer steps (nn/optim.cpp): one fused loop per parameter, reading each element once; and
+// the sum of squares behind clip_grad_norm_.
+//
+// Elements are independent, so a parameter beyond kParallelMin elements is split over all threads
+// and the result does not depend on the thread count. The scalars are cast to the parameter's
+// dtype first and the arithmetic stays in that dtype, as in PyTorch's float32 optimizers.
+#include <cmath>
+
+#include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/fused_checks.h"
+
+namespace linea::cpu {
+
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 16;
+
+template <class T>
+void sgd_loop(T* p, const T* g, T* buf, int64_t n, T lr, T wd, T momentum, bool nesterov, bool first) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    T d = g[i] + wd * p[i];
+    if (buf) {
+      buf[i] = first ? d : momentum * buf[i] + d;
+      d = nesterov ? d + momentum * buf[i] : buf[i];
+    }
+    p[i] -= lr * d;
+  }
+}
+
+template <class T>
+void adamw_loop(T* p, const T* g, T* m, T* v, int64_t n, T decay, T beta1, T beta2, T step_size, T sqrt_bc2, T eps) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] *= decay;
+    m[i] = beta1 * m[i] + (1 - beta1) * g[i];
+    v[i] = beta2 * v[i] + (1 - beta2) * g[i] * g[i];
+    p[i] -= step_size * m[i] / (std::sqrt(v[i]) / sqrt_bc2 + eps);
+  }
+}
+
+}  // namespace
+
+void CpuBackend::adamw_step(const std::vector<AdamWParam>& params, double beta1, double beta2, double eps) {
+  for (const AdamWParam& a : params) {
+    fused_checks::adamw(a, DeviceType::CPU);
+    dispatch_floating(a.param.dtype(), "adamw_step", [&]<class T>() {
+      adamw_loop<T>(a.param.data<T>(), a.grad.data<T>(), a.exp_avg.data<T>(), a.exp_avg_sq.data<T>(),
+                    a.param.numel(), T(a.decay), T(beta1), T(beta2), T(a.step_size), T(a.sqrt_bc2), T(eps));
+    });
+  }
+}
+
+void CpuBackend::sgd_step(const std::vector<SgdParam>& params, double momentum, bool nesterov) {
+  for (const SgdParam& s : params) {
+    fused_checks::sgd(s, DeviceType::CPU);
+    dispatch_floating(s.param.dtype(), "sgd_step", [&]<class T>() {
+      T* buf = s.momentum_buffer.defined() ? s.momentum_buffer.data<T>() : nullptr;
+      sgd_loop<T>(s.param.data<T>(), s.grad.data<T>(), buf, s.param.numel(), T(s.lr), T(s.weight_decay),
+                  T(momentum), nesterov, s.first);
+    });
+  }
+}
+
+void CpuBackend::sum_squares(const Tensor& x, const Tensor& out) {
+  fused_checks::sum_squares(x, out);
+  dispatch_floating(x.dtype(), "sum_squares", [&]<class T>() {
+    const T* d = x.data<T>();
+    double acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t i = 0; i < x.numel(); ++i) acc += static_cast<double>(d[i]) * d[i];
+    *out.data<double>() = acc;
+  });
+}
+
+}  // namespace linea::cpu

@@ -1,0 +1,103 @@
+// Argument checks of the fused kernels for nn/ (backend.h, "fused kernels for nn/"), shared by
+// the CPU (tensor/cpu/cpu_loss.cpp, cpu_optim.cpp, cpu_random.cpp, cpu_scan.cpp) and CUDA
+// (cuda/cuda_fused.cpp) backends, so every device rejects the same inputs with the same message.
+#pragma once
+#include <cstdint>
+#include <utility>
+
+#include "linea/tensor/backend.h"
+
+namespace linea::fused_checks {
+
+// x [rows, C] contiguous floating and target [rows] contiguous int64; returns (rows, C).
+inline std::pair<int64_t, int64_t> rows_of(const char* op, const Tensor& x, const Tensor& target) {
+  LINEA_CHECK(x.dim() == 2 && x.is_contiguous() && is_floating(x.dtype()),
+              "[{}] x must be a contiguous floating [rows, C] tensor, got {} {}", op, x.dtype(),
+              shape_str(x.shape()));
+  LINEA_CHECK(target.dtype() == DType::Int64 && target.is_contiguous() && target.shape() == Shape{x.size(0)},
+              "[{}] target must be contiguous int64 [{}], got {} {}", op, x.size(0), target.dtype(),
+              shape_str(target.shape()));
+  return {x.size(0), x.size(1)};
+}
+
+// t is float64 [rows] (contiguous when asked; else any stride, e.g. a stride-0 broadcast).
+inline void f64_rows(const char* op, const char* what, const Tensor& t, int64_t rows, bool contiguous) {
+  LINEA_CHECK(t.dtype() == DType::Float64 && t.shape() == Shape{rows} && (!contiguous || t.is_contiguous()),
+              "[{}] {} must be float64 [{}]{}, got {} {}", op, what, rows, contiguous ? " contiguous" : "",
+              t.dtype(), shape_str(t.shape()));
+}
+
+inline std::pair<int64_t, int64_t> cross_entropy_forward(const Tensor& x, const Tensor& target, const Tensor& lse,
+                                                        const Tensor& loss, const Tensor& total) {
+  const auto rc = rows_of("cross_entropy_forward", x, target);
+  f64_rows("cross_entropy_forward", "lse", lse, rc.first, true);
+  f64_rows("cross_entropy_forward", "loss", loss, rc.first, true);
+  LINEA_CHECK(!total.defined() || (total.dim() == 0 && total.dtype() == DType::Float64),
+              "[cross_entropy_forward] total must be 0-d float64, got {} {}", total.dtype(),
+              shape_str(total.shape()));
+  return rc;
+}
+
+inline std::pair<int64_t, int64_t> cross_entropy_backward(const Tensor& x, const Tensor& target, const Tensor& lse,
+                                                         const Tensor& weight, const Tensor& dx) {
+  const auto rc = rows_of("cross_entropy_backward", x, target);
+  f64_rows("cross_entropy_backward", "lse", lse, rc.first, true);
+  f64_rows("cross_entropy_backward", "weight", weight, rc.first, false);
+  LINEA_CHECK(dx.is_contiguous() && dx.shape() == x.shape() && dx.dtype() == x.dtype(),
+              "[cross_entropy_backward] dx must be contiguous {} {}, got {} {}", x.dtype(), shape_str(x.shape()),
+              dx.dtype(), shape_str(dx.shape()));
+  return rc;
+}
+
+// An optimizer's parameter: contiguous floating, on the backend's device type.
+inline void param(const char* op, const Tensor& p, DeviceType device) {
+  LINEA_CHECK(p.is_contiguous() && is_floating(p.dtype()) && p.device().type == device,
+              "[{}] parameters must be contiguous float32/float64 tensors on this backend's device, got {} {} on {}",
+              op, p.dtype(), shape_str(p.shape()), p.device());
+}
+
+// A parameter's gradient or state buffer: contiguous, and shaped, typed and placed like p.
+inline void like_param(const char* op, const char* what, const Tensor& t, const Tensor& p) {
+  LINEA_CHECK(t.is_contiguous() && t.shape() == p.shape() && t.dtype() == p.dtype() && t.device() == p.device(),
+              "[{}] {} must be a contiguous {} {} on {} like its parameter, got {} {} on {}", op, what, p.dtype(),
+              shape_str(p.shape()), p.device(), t.dtype(), shape_str(t.shape()), t.device());
+}
+
+inline void adamw(const Backend::AdamWParam& a, DeviceType device) {
+  param("adamw_step", a.param, device);
+  like_param("adamw_step", "grad", a.grad, a.param);
+  like_param("adamw_step", "exp_avg", a.exp_avg, a.param);
+  like_param("adamw_step", "exp_avg_sq", a.exp_avg_sq, a.param);
+}
+
+inline void sgd(const Backend::SgdParam& s, DeviceType device) {
+  param("sgd_step", s.param, device);
+  like_param("sgd_step", "grad", s.grad, s.param);
+  if (s.momentum_buffer.defined()) like_param("sgd_step", "momentum_buffer", s.momentum_buffer, s.param);
+}
+
+inline void sum_squares(const Tensor& x, const Tensor& out) {
+  LINEA_CHECK(x.is_contiguous() && is_floating(x.dtype()) && out.dim() == 0 && out.dtype() == DType::Float64 &&
+                  out.device() == x.device(),
+              "[sum_squares] needs a contiguous floating x and a 0-d float64 out on its device, got {} {} on {} and "
+              "{} {} on {}", x.dtype(), shape_str(x.shape()), x.device(), out.dtype(), shape_str(out.shape()),
+              out.device());
+}
+
+inline void random_out(const Tensor& out) {
+  LINEA_CHECK(out.is_contiguous() && is_floating(out.dtype()),
+              "[random_uniform] out must be a contiguous float32/float64 tensor, got {} {}", out.dtype(),
+              shape_str(out.shape()));
+}
+
+inline void cumsum(const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) {
+  LINEA_CHECK(x.is_contiguous() && out.is_contiguous() && x.dtype() == out.dtype() && x.numel() == out.numel() &&
+                  outer >= 0 && n >= 0 && inner >= 0 && outer * n * inner == x.numel(),
+              "[cumsum] x and out must be contiguous, of one dtype and {} = {}x{}x{} elements, got {} {} and {} {}",
+              outer * n * inner, outer, n, inner, x.dtype(), shape_str(x.shape()), out.dtype(),
+              shape_str(out.shape()));
+  LINEA_CHECK(is_floating(x.dtype()) || x.dtype() == DType::Int64,
+              "[cumsum] supports float32, float64 and int64, got {}", x.dtype());
+}
+
+}  // namespace linea::fused_checks
