@@ -64,6 +64,19 @@ __device__ __forceinline__ typename R::State group_allreduce(typename R::State v
   return v;
 }
 
+// The row loop of every group kernel: f(row, lane) for each row this thread's group owns (group
+// g of block b takes row b * (kThreads / G) + g, then strides by the whole grid), lane being the
+// thread's index in its group. The row is the same for all G threads of a group, so inside f they
+// may call group_allreduce together. Launch with group_blocks(rows, G) blocks of kThreads.
+template <int G, class F>
+__device__ __forceinline__ void for_each_group_row(int64_t rows, F&& f) {
+  constexpr int kGroups = kThreads / G;
+  const int lane = threadIdx.x % G;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kGroups + threadIdx.x / G; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * kGroups)
+    f(r, lane);
+}
+
 // The most common reducer: a sum in double (float32 data is summed in double, like the CPU).
 struct SumDouble {
   using State = double;

@@ -26,10 +26,7 @@ __global__ void __launch_bounds__(kThreads)
     norm_forward_rows(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, double eps,
                       T* __restrict__ y, T* __restrict__ mean, T* __restrict__ rstd, int64_t rows, int64_t n) {
   __shared__ double buf[kThreads / 32];
-  constexpr int kGroups = kThreads / G;
-  const int lane = threadIdx.x % G;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kGroups + threadIdx.x / G; r < rows;
-       r += static_cast<int64_t>(gridDim.x) * kGroups) {
+  for_each_group_row<G>(rows, [&](int64_t r, int lane) {
     const T* xr = x + r * n;
     T* yr = y + r * n;
     double m = 0;
@@ -56,7 +53,7 @@ __global__ void __launch_bounds__(kThreads)
       if constexpr (Center) mean[r] = static_cast<T>(m);
       rstd[r] = static_cast<T>(rs);
     }
-  }
+  });
 }
 
 // The two row sums dx needs: sum(g) and sum(g * xhat).
@@ -76,10 +73,7 @@ __global__ void __launch_bounds__(kThreads)
                        const T* __restrict__ mean, const T* __restrict__ rstd, T* __restrict__ dx, int64_t rows,
                        int64_t n) {
   __shared__ SumPair::State buf[kThreads / 32];
-  constexpr int kGroups = kThreads / G;
-  const int lane = threadIdx.x % G;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kGroups + threadIdx.x / G; r < rows;
-       r += static_cast<int64_t>(gridDim.x) * kGroups) {
+  for_each_group_row<G>(rows, [&](int64_t r, int lane) {
     const T *gr = dy + r * n, *xr = x + r * n;
     T* dr = dx + r * n;
     const double m = Center ? static_cast<double>(mean[r]) : 0.0, rs = rstd[r];
@@ -95,7 +89,7 @@ __global__ void __launch_bounds__(kThreads)
     p = group_allreduce<G, SumPair>(p, buf);
     const double mean_g = Center ? p.g / static_cast<double>(n) : 0.0, mean_gx = p.gx / static_cast<double>(n);
     for (int64_t j = lane; j < n; j += G) dr[j] = static_cast<T>(rs * (grad(j) - mean_g - xhat(j) * mean_gx));
-  }
+  });
 }
 
 // Block row blockIdx.y of the params pass: rows [y * rows_per_split, ...) summed per column j into

@@ -123,12 +123,7 @@ __global__ void __launch_bounds__(kThreads) reduce_rows(const T* __restrict__ x,
                                                         int64_t n, int64_t piece, int64_t splits) {
   using State = typename R::State;
   __shared__ State buf[kThreads / 32];
-  constexpr int kGroups = kThreads / G;
-  const int lane = threadIdx.x % G;
-  const int64_t tasks = outer * splits;
-  // t is the same for all threads of a group, so the group calls group_allreduce together.
-  for (int64_t t = static_cast<int64_t>(blockIdx.x) * kGroups + threadIdx.x / G; t < tasks;
-       t += static_cast<int64_t>(gridDim.x) * kGroups) {
+  for_each_group_row<G>(outer * splits, [&](int64_t t, int lane) {
     const int64_t row = t / splits, p = t % splits;
     const int64_t begin = p * piece, end = min(n, begin + piece);
     const T* xr = x + row * n;
@@ -139,7 +134,7 @@ __global__ void __launch_bounds__(kThreads) reduce_rows(const T* __restrict__ x,
       if (splits == 1) out[row] = R::finish(s);
       else partial[p * outer + row] = s;
     }
-  }
+  });
 }
 
 // inner > 1. One thread per output column (o, j); blockIdx.y picks the piece of n. Pieces go to
@@ -272,10 +267,7 @@ __global__ void __launch_bounds__(kThreads) softmax_rows(const T* __restrict__ x
                                                          int64_t n, bool log) {
   __shared__ T max_buf[kThreads / 32];
   __shared__ double sum_buf[kThreads / 32];
-  constexpr int kGroups = kThreads / G;
-  const int lane = threadIdx.x % G;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kGroups + threadIdx.x / G; r < rows;
-       r += static_cast<int64_t>(gridDim.x) * kGroups) {
+  for_each_group_row<G>(rows, [&](int64_t r, int lane) {
     const T* xr = x + r * n;
     T* yr = y + r * n;
     T m = -std::numeric_limits<T>::infinity();
@@ -293,7 +285,7 @@ __global__ void __launch_bounds__(kThreads) softmax_rows(const T* __restrict__ x
       const T inv = static_cast<T>(1.0 / s);
       for (int64_t j = lane; j < n; j += G) yr[j] = exp_t(xr[j] - m) * inv;
     }
-  }
+  });
 }
 
 // softmax:     dx = y * (dy - sum(dy * y))
@@ -303,10 +295,7 @@ __global__ void __launch_bounds__(kThreads) softmax_backward_rows(const T* __res
                                                                   T* __restrict__ dx, int64_t rows, int64_t n,
                                                                   bool log) {
   __shared__ double sum_buf[kThreads / 32];
-  constexpr int kGroups = kThreads / G;
-  const int lane = threadIdx.x % G;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kGroups + threadIdx.x / G; r < rows;
-       r += static_cast<int64_t>(gridDim.x) * kGroups) {
+  for_each_group_row<G>(rows, [&](int64_t r, int lane) {
     const T *yr = y + r * n, *gr = dy + r * n;
     T* dr = dx + r * n;
     double s = 0;
@@ -316,7 +305,7 @@ __global__ void __launch_bounds__(kThreads) softmax_backward_rows(const T* __res
       for (int64_t j = lane; j < n; j += G) dr[j] = gr[j] - exp_t(yr[j]) * st;
     else
       for (int64_t j = lane; j < n; j += G) dr[j] = yr[j] * (gr[j] - st);
-  }
+  });
 }
 
 // f.template operator()<T, G>() for a float dtype and the group size that suits rows of length n.
