@@ -2,6 +2,7 @@
 #include "linea/cuda/cublas.h"
 
 #include "linea/cuda/cuda_backend.h"
+#include "linea/cuda/runtime.h"
 
 namespace linea::cuda {
 
@@ -20,9 +21,17 @@ cublasHandle_t cublas() {
     cublasHandle_t h = nullptr;
     LINEA_CUBLAS_CHECK(cublasCreate(&h));
     LINEA_CUBLAS_CHECK(cublasSetStream(h, stream()));
-    // After cublasSetStream: setting a stream resets the workspace to cuBLAS's default pool.
+    // After cublasSetStream: setting a stream resets the workspace to cuBLAS's default pool. The
+    // first gemm may come after the caching allocator has filled the device with free blocks (a
+    // large attention run, say): on out-of-memory, give those back and try once more.
     void* workspace = nullptr;
-    LINEA_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
+    cudaError_t err = cudaMalloc(&workspace, kWorkspaceBytes);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      empty_cache();
+      err = cudaMalloc(&workspace, kWorkspaceBytes);
+    }
+    LINEA_CUDA_CHECK(err);
     LINEA_CUBLAS_CHECK(cublasSetWorkspace(h, workspace, kWorkspaceBytes));
     return h;
   }();
