@@ -70,6 +70,19 @@ __device__ bool visible(int64_t row, int64_t key, int64_t N, bool causal) {
   return row < N && key < N && (!causal || key <= row);
 }
 
+// out[i] = a_row · b_lane over n columns, for the warp's rows a_row = warp + kWarps·i of the
+// broadcast tile a ([kTile][n], unpadded) and row `lane` of the padded tile b ([kTile][n + 1]).
+template <class T>
+__device__ void warp_dots(T (&out)[kRowsPerWarp], const T* a, const T* b, int n, int warp, int lane) {
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) out[i] = 0;
+  for (int x = 0; x < n; ++x) {
+    const T bx = b[lane * (n + 1) + x];
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) out[i] += a[(warp + kWarps * i) * n + x] * bx;
+  }
+}
+
 // Shared memory of the kernels, in elements of T (the layouts are spelled out in each kernel).
 int64_t forward_smem(int d, int dv) { return int64_t(kTile) * (d + (d + 1) + dv + kTile); }
 int64_t dkdv_smem(int d, int dv) { return int64_t(kTile) * (d + dv + (d + 1) + (dv + 1) + 2 * kTile + 2); }
@@ -106,12 +119,7 @@ __global__ void __launch_bounds__(kThreads)
 
     // s[i] = q_row · k_key for the warp's rows row_i = q0 + warp + kWarps·i and key c0 + lane.
     T s[kRowsPerWarp];
-    for (int i = 0; i < kRowsPerWarp; ++i) s[i] = 0;
-    for (int x = 0; x < d; ++x) {
-      const T kx = Ks[lane * (d + 1) + x];
-#pragma unroll
-      for (int i = 0; i < kRowsPerWarp; ++i) s[i] += Qs[(warp + kWarps * i) * d + x] * kx;
-    }
+    warp_dots(s, Qs, Ks, d, warp, lane);
     const int64_t key = c0 + lane;
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
@@ -207,17 +215,8 @@ __global__ void __launch_bounds__(kThreads)
     // For the warp's keys key_i = c0 + warp + kWarps·i and query row r0 + lane:
     // s[i] = q · k, dp[i] = dO · v.
     T s[kRowsPerWarp], dp[kRowsPerWarp];
-    for (int i = 0; i < kRowsPerWarp; ++i) s[i] = dp[i] = 0;
-    for (int x = 0; x < d; ++x) {
-      const T qx = Qs[lane * (d + 1) + x];
-#pragma unroll
-      for (int i = 0; i < kRowsPerWarp; ++i) s[i] += Ks[(warp + kWarps * i) * d + x] * qx;
-    }
-    for (int e = 0; e < dv; ++e) {
-      const T ge = dOs[lane * (dv + 1) + e];
-#pragma unroll
-      for (int i = 0; i < kRowsPerWarp; ++i) dp[i] += Vs[(warp + kWarps * i) * dv + e] * ge;
-    }
+    warp_dots(s, Ks, Qs, d, warp, lane);
+    warp_dots(dp, Vs, dOs, dv, warp, lane);
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
       const int c = warp + kWarps * i;
@@ -296,17 +295,8 @@ __global__ void __launch_bounds__(kThreads)
 
     // For the warp's rows row_i = q0 + warp + kWarps·i and key c0 + lane: s = q · k, dp = dO · v.
     T s[kRowsPerWarp], dp[kRowsPerWarp];
-    for (int i = 0; i < kRowsPerWarp; ++i) s[i] = dp[i] = 0;
-    for (int x = 0; x < d; ++x) {
-      const T kx = Ks[lane * (d + 1) + x];
-#pragma unroll
-      for (int i = 0; i < kRowsPerWarp; ++i) s[i] += Qs[(warp + kWarps * i) * d + x] * kx;
-    }
-    for (int e = 0; e < dv; ++e) {
-      const T ve = Vs[lane * (dv + 1) + e];
-#pragma unroll
-      for (int i = 0; i < kRowsPerWarp; ++i) dp[i] += dOs[(warp + kWarps * i) * dv + e] * ve;
-    }
+    warp_dots(s, Qs, Ks, d, warp, lane);
+    warp_dots(dp, dOs, Vs, dv, warp, lane);
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
       const int r = warp + kWarps * i;
