@@ -4,6 +4,9 @@
 // blocks — the mixing W S', its transpose and dW — are batched cuBLAS GEMMs through gemm() with
 // W broadcast over the pairs, and dW's sum over pairs is reduce(): per-pair partials, no atomics,
 // so dmix is deterministic. docs/mhla.md, "Fused CUDA kernels", has the maths in order.
+#include <algorithm>
+#include <limits>
+
 #include "linea/cuda/cuda_backend.h"
 #include "linea/cuda/launch_mhla.h"
 
@@ -41,6 +44,12 @@ Dims check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, co
   out.M = (g.N + g.L - 1) / g.L;
   LINEA_CHECK(mix.dim() == 2 && mix.size(0) == out.M && mix.size(1) == out.M, "[{}] mix must be [{}, {}], got {}", op,
               out.M, out.M, shape_str(mix.shape()));
+  // The per-token kernels run one thread block per (pair, block, tile of kMhlaTile tokens): the
+  // grid must fit gridDim.x.
+  const int64_t tiles = (std::min(g.L, g.N) + kMhlaTile - 1) / kMhlaTile;
+  LINEA_CHECK(g.BH * out.M * tiles <= std::numeric_limits<int32_t>::max(),
+              "[{}] too many (pair, block, tile) thread blocks for one launch: q {}, block_len {}", op,
+              shape_str(q.shape()), g.L);
   return out;
 }
 
@@ -86,6 +95,7 @@ void CudaBackend::mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v
   const Dims g = check("mhla_forward", q, k, v, mix, a);
   const Dt t = dt(q.dtype());
   for (const Tensor* x : {&out, &s, &sh}) arg(*x, "mhla_forward");  // all on a CUDA device
+  if (g.BH == 0) return;  // no pairs: nothing to write, and an empty grid is not a valid launch
   if (!a.causal) {
     // S' = φ(K)ᵀ[V | 1] per block; Ŝ' = W S'; per token u = φ(q) Ŝ'_i, o = u[:dv] / (u[dv] + eps).
     launch_mhla_summaries(t, features(k, a), plain(v, true), s.data_ptr(), g.BH, g.N, g.L);
@@ -118,6 +128,10 @@ void CudaBackend::mhla_backward(const Tensor& q, const Tensor& k, const Tensor& 
               "[mhla_backward] grad {} ({}) must be contiguous and match out {} ({})", shape_str(grad.shape()),
               grad.dtype(), shape_str(out.shape()), q.dtype());
   for (const Tensor* x : {&out, &s, &sh, &grad, &dq, &dk, &dv, &dmix}) arg(*x, "mhla_backward");
+  if (g.BH == 0) {  // no pairs: dmix is an empty sum, and an empty grid is not a valid launch
+    fill(dmix, 0);
+    return;
+  }
   const int d = static_cast<int>(g.d), dvi = static_cast<int>(g.dv);
   if (!a.causal) {
     // dU' = [G / r | δ], δ = −rowsum(G∘O) / r (spec §5.1, augmented form).

@@ -11,6 +11,9 @@
 
 namespace linea::cuda {
 
+// Tokens per shared-memory tile; the per-token kernels launch one thread block per tile of a block.
+inline constexpr int kMhlaTile = 16;
+
 // A token operand as the kernels read it: element (t, c) of pair bh is
 //   c <  w: f(x[bh, t, c]) / rdiv[bh, t]   (f = φ when fm >= 0; no division when rdiv is null)
 //   c == w: extra[bh, t], or 1 when extra is null   (only when cols == w + 1: V' = [V | 1])

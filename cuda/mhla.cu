@@ -18,7 +18,7 @@ namespace linea::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kTile = 16;  // tokens per shared-memory tile
+constexpr int kTile = kMhlaTile;  // tokens per shared-memory tile
 constexpr int kPer = 8;    // summary outputs per thread (held in registers)
 
 template <class T>
@@ -360,7 +360,9 @@ __global__ void causal_dmix_kernel(const T* raw, const T* dwd, T* dmix, int64_t 
 }
 
 int64_t blocks_of(int64_t N, int64_t L) { return (N + L - 1) / L; }
-int64_t tiles_of(int64_t L) { return (L + kTile - 1) / kTile; }
+// Tiles per block: a block never holds more than N tokens (block_len may exceed N), and the
+// grid must not be sized by L alone (empty tiles, or a grid past gridDim.x's limit).
+int64_t tiles_of(int64_t N, int64_t L) { return (std::min(L, N) + kTile - 1) / kTile; }
 
 template <class T>
 void summaries(const MhlaOperand& x, const MhlaOperand& y, void* out, int64_t BH, int64_t N, int64_t L) {
@@ -376,7 +378,7 @@ void summaries(const MhlaOperand& x, const MhlaOperand& y, void* out, int64_t BH
 template <class T>
 void apply(const MhlaOperand& x, const void* z, int64_t zblock, int64_t zr, int64_t zc, int ncols, MhlaEpilogue epi,
            void* out, void* r, const void* aux, int fm, double eps, int64_t BH, int64_t N, int64_t L) {
-  const int64_t M = blocks_of(N, L), tiles = tiles_of(L);
+  const int64_t M = blocks_of(N, L), tiles = tiles_of(N, L);
   const size_t smem = sizeof(T) * kTile * (x.cols + ncols);
   allow_smem(apply_kernel<T>, smem);
   apply_kernel<T><<<static_cast<unsigned>(BH * M * tiles), kThreads, smem, stream()>>>(
@@ -387,7 +389,7 @@ void apply(const MhlaOperand& x, const void* z, int64_t zblock, int64_t zr, int6
 template <class T>
 void causal_out(const void* q, const void* k, const void* v, const void* sp, const void* w, double scale, int fm,
                 double eps, void* out, int64_t BH, int64_t N, int64_t C, int d, int dv) {
-  const int64_t M = blocks_of(N, C), tiles = tiles_of(C);
+  const int64_t M = blocks_of(N, C), tiles = tiles_of(N, C);
   const size_t smem = sizeof(T) * kTile * (2 * d + 2 * dv + kTile);
   allow_smem(causal_out_kernel<T>, smem);
   causal_out_kernel<T><<<static_cast<unsigned>(BH * M * tiles), kThreads, smem, stream()>>>(
@@ -399,7 +401,7 @@ void causal_out(const void* q, const void* k, const void* v, const void* sp, con
 template <class T>
 void causal_dq(const void* q, const void* k, const void* v, const void* g, const void* sp, const void* w, double scale,
                int fm, double eps, void* dq, void* dwd, int64_t BH, int64_t N, int64_t C, int d, int dv) {
-  const int64_t M = blocks_of(N, C), tiles = tiles_of(C);
+  const int64_t M = blocks_of(N, C), tiles = tiles_of(N, C);
   const size_t smem = sizeof(T) * (kTile * (3 * d + 2 * dv + 2 * kTile) + kTile);
   allow_smem(causal_dq_kernel<T>, smem);
   causal_dq_kernel<T><<<static_cast<unsigned>(BH * M * tiles), kThreads, smem, stream()>>>(
@@ -412,7 +414,7 @@ template <class T>
 void causal_dkv(const void* q, const void* k, const void* v, const void* g, const void* ds, const void* w,
                 double scale, int fm, double eps, void* dk, void* dvo, int64_t BH, int64_t N, int64_t C, int d,
                 int dv) {
-  const int64_t M = blocks_of(N, C), tiles = tiles_of(C);
+  const int64_t M = blocks_of(N, C), tiles = tiles_of(N, C);
   const size_t smem = sizeof(T) * kTile * (3 * d + 3 * dv + 2 * kTile);
   allow_smem(causal_dkv_kernel<T>, smem);
   causal_dkv_kernel<T><<<static_cast<unsigned>(BH * M * tiles), kThreads, smem, stream()>>>(
