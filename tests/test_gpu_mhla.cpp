@@ -22,7 +22,8 @@ struct Case {
   bool causal;
 };
 
-// Padded last blocks (N % L != 0), M = 1, one-token last block, d != dv, and the largest head dims.
+// Padded last blocks (N % L != 0), M = 1, one-token last block, d != dv, the largest head dims,
+// chunks that are not a whole number of 16-token tiles, and block_len > N.
 const Case kCases[] = {
     {2, 2, 12, 4, 3, 5, FeatureMap::ReluEps, false},   {1, 2, 13, 5, 4, 3, FeatureMap::Elu1, false},
     {2, 1, 7, 8, 4, 3, FeatureMap::Relu, false},       {1, 1, 9, 2, 2, 2, FeatureMap::Identity, false},
@@ -30,6 +31,9 @@ const Case kCases[] = {
     {2, 2, 12, 4, 4, 5, FeatureMap::ReluEps, true},    {1, 2, 13, 5, 3, 4, FeatureMap::Elu1, true},
     {2, 1, 7, 8, 4, 3, FeatureMap::Relu, true},        {1, 2, 10, 3, 3, 2, FeatureMap::Identity, true},
     {1, 2, 70, 32, 128, 96, FeatureMap::ReluEps, true},  // chunks longer than a 16-token tile
+    {1, 2, 50, 20, 8, 8, FeatureMap::Elu1, true},         // chunk > one tile, not a multiple of 16
+    {2, 1, 5, 64, 4, 4, FeatureMap::ReluEps, false},      // block_len > N: one partial block
+    {1, 1, 5, 64, 4, 4, FeatureMap::ReluEps, true},
 };
 
 MHLAOptions options(const Case& c) {
