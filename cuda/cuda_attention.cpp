@@ -6,30 +6,25 @@
 
 #include "linea/cuda/cuda_backend.h"
 #include "linea/cuda/launch_attention.h"
+#include "linea/tensor/kernel_checks.h"
 
 namespace linea::cuda {
 
 namespace {
 
-// q, k [BH, N, d], v [BH, N, dv], lse [BH, N], like_q / like_v shaped like q / v; all contiguous
-// CUDA tensors of q's dtype (float32 or float64); head dims within the kernels' limit.
+// The backend contract (tensor/kernel_checks.h), then what is the GPU's own: every tensor on q's
+// CUDA device, head dims within the kernels' limit.
 void check_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
                      std::initializer_list<const Tensor*> like_q, std::initializer_list<const Tensor*> like_v) {
-  LINEA_CHECK(q.dim() == 3 && k.shape() == q.shape() && v.dim() == 3 && v.size(0) == q.size(0) &&
-                  v.size(1) == q.size(1) && lse.shape() == Shape({q.size(0), q.size(1)}),
-              "[{}] expected q, k [BH, N, d], v [BH, N, dv] and lse [BH, N], got {} / {} / {} / {}", op,
-              shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()), shape_str(lse.shape()));
-  LINEA_CHECK(q.dtype() == DType::Float32 || q.dtype() == DType::Float64,
-              "[{}] expected float32 or float64, got {}", op, q.dtype());
-  auto check = [&](const Tensor& t, const Tensor& like) {
-    arg(t, op);  // on a CUDA device
-    LINEA_CHECK(t.device() == q.device() && t.is_contiguous() && t.dtype() == q.dtype() && t.shape() == like.shape(),
-                "[{}] expected a contiguous {} tensor shaped {} on {}, got {} {} on {}", op, q.dtype(),
-                shape_str(like.shape()), q.device(), t.dtype(), shape_str(t.shape()), t.device());
+  kernel_checks::attention(op, q, k, v, lse, like_q, like_v);
+  auto on_device = [&](const Tensor* t) {
+    arg(*t, op);  // on a CUDA device
+    LINEA_CHECK(t->device() == q.device(), "[{}] expected every tensor on {}, got one on {}", op, q.device(),
+                t->device());
   };
-  for (const Tensor* t : {&q, &k, &lse}) check(*t, *t);
-  for (const Tensor* t : like_q) check(*t, q);
-  for (const Tensor* t : like_v) check(*t, v);
+  for (const Tensor* t : {&q, &k, &v, &lse}) on_device(t);
+  for (const Tensor* t : like_q) on_device(t);
+  for (const Tensor* t : like_v) on_device(t);
   const int64_t BH = q.size(0), N = q.size(1), d = q.size(2), dv = v.size(2);
   LINEA_CHECK(d <= kAttentionMaxHead && dv <= kAttentionMaxHead,
               "[{}] the CUDA kernels take head dims up to {}, got q {} / v {}", op, kAttentionMaxHead,

@@ -13,12 +13,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <initializer_list>
 #include <limits>
 #include <vector>
 
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/creation.h"
+#include "linea/tensor/kernel_checks.h"
 
 namespace linea::cpu {
 
@@ -180,29 +180,11 @@ void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Te
     if (part.defined()) accumulate<T>(out, part, dq.numel());
 }
 
-// The backend contract (tensor/backend.h): q, k [BH, N, d], v [BH, N, dv], lse [BH, N], the
-// tensors in like_q / like_v shaped like q / v; all contiguous with q's dtype.
-void check_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
-                     std::initializer_list<const Tensor*> like_q, std::initializer_list<const Tensor*> like_v) {
-  LINEA_CHECK(q.dim() == 3 && k.shape() == q.shape() && v.dim() == 3 && v.size(0) == q.size(0) &&
-                  v.size(1) == q.size(1) && lse.shape() == Shape({q.size(0), q.size(1)}),
-              "[{}] expected q, k [BH, N, d], v [BH, N, dv] and lse [BH, N], got {} / {} / {} / {}", op,
-              shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()), shape_str(lse.shape()));
-  auto check = [&](const Tensor& t, const Tensor& like) {
-    LINEA_CHECK(t.is_contiguous() && t.dtype() == q.dtype() && t.shape() == like.shape(),
-                "[{}] expected a contiguous {} tensor shaped {}, got {} {}", op, q.dtype(), shape_str(like.shape()),
-                t.dtype(), shape_str(t.shape()));
-  };
-  for (const Tensor* t : {&q, &k, &lse}) check(*t, *t);
-  for (const Tensor* t : like_q) check(*t, q);
-  for (const Tensor* t : like_v) check(*t, v);
-}
-
 }  // namespace
 
 void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
                                    const Tensor& out, const Tensor& lse) {
-  check_attention("attention_forward", q, k, v, lse, {}, {&v, &out});
+  kernel_checks::attention("attention_forward", q, k, v, lse, {}, {&v, &out});
   dispatch_floating(q.dtype(), "attention_forward",
                     [&]<class T>() { flash_forward<T>(problem(q, v, scale, causal), q, k, v, out, lse); });
 }
@@ -210,7 +192,7 @@ void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tenso
 void CpuBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                     const Tensor& lse, const Tensor& dout, double scale, bool causal, const Tensor& dq,
                                     const Tensor& dk, const Tensor& dv) {
-  check_attention("attention_backward", q, k, v, lse, {&dq, &dk}, {&v, &out, &dout, &dv});
+  kernel_checks::attention("attention_backward", q, k, v, lse, {&dq, &dk}, {&v, &out, &dout, &dv});
   dispatch_floating(q.dtype(), "attention_backward", [&]<class T>() {
     flash_backward<T>(problem(q, v, scale, causal), q, k, v, out, lse, dout, dq, dk, dv);
   });

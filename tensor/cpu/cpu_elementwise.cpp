@@ -13,6 +13,7 @@
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/strided.h"
 #include "linea/tensor/cpu/vec_math.h"
+#include "linea/tensor/kernel_checks.h"
 
 namespace linea::cpu {
 
@@ -60,20 +61,6 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
                       for (int64_t i = 0; i < n; ++i) o[i] = f(x[i * st[1]], y[i * st[2]]);
                     }
                   });
-}
-
-std::string_view unary_name(UnaryOp op) {
-  static constexpr std::string_view names[] = {
-      "neg",  "exp",  "log",       "sqrt",           "rsqrt",         "tanh",      "sigmoid",
-      "relu", "gelu", "gelu",      "silu",           "abs",           "sign",      "pow",
-      "clamp", "relu_grad", "gelu_tanh_grad", "gelu_erf_grad", "silu_grad", "clamp_mask"};
-  return names[static_cast<int>(op)];
-}
-
-std::string_view binary_name(BinaryOp op) {
-  static constexpr std::string_view names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                               "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
-  return names[static_cast<int>(op)];
 }
 
 // A double parameter as T; for integers, saturate first (casting an out-of-range double, such as
@@ -154,7 +141,7 @@ void unary_typed(UnaryOp op, const Tensor& x, const Tensor& out, double p0d, dou
       default: break;
     }
   }
-  throw Error(fmt::format("[{}] expected a floating dtype (float32 or float64), got {}", unary_name(op), dtype_v<T>));
+  kernel_checks::unary_unsupported(op, dtype_v<T>);
 }
 
 template <class T>
@@ -186,46 +173,28 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
       default: break;
     }
   }
-  throw Error(fmt::format("[{}] not supported for dtype {}{}", binary_name(op), dtype_v<T>,
-                          std::is_same_v<T, bool> ? "" : " (needs float32 or float64)"));
-}
-
-void check_out(std::string_view op, const Tensor& out, const Tensor& in) {
-  LINEA_CHECK(out.is_contiguous() && out.shape() == in.shape(),
-              "[{}] internal: out (shape {}) must be contiguous and shaped like the input {}", op,
-              shape_str(out.shape()), shape_str(in.shape()));
+  kernel_checks::binary_unsupported(op, dtype_v<T>);
 }
 
 }  // namespace
 
 void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) {
-  check_out(unary_name(op), out, x);
-  LINEA_CHECK(out.dtype() == x.dtype(), "[{}] internal: out dtype {} differs from input dtype {}", unary_name(op),
-              out.dtype(), x.dtype());
+  kernel_checks::unary(op, x, out);
   dispatch(x.dtype(), [&]<class T>() {
     if constexpr (std::is_same_v<T, bool>)
-      throw Error(fmt::format("[{}] not defined for bool tensors", unary_name(op)));
+      kernel_checks::unary_unsupported(op, DType::Bool);
     else
       unary_typed<T>(op, x, out, p0, p1);
   });
 }
 
 void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  check_out(binary_name(op), out, a);
-  check_out(binary_name(op), out, b);
-  const bool compare = op >= BinaryOp::Eq;
-  LINEA_CHECK(a.dtype() == b.dtype() && out.dtype() == (compare ? DType::Bool : a.dtype()),
-              "[{}] internal: dtypes {}, {} -> {} do not match", binary_name(op), a.dtype(), b.dtype(), out.dtype());
+  kernel_checks::binary(op, a, b, out);
   dispatch(a.dtype(), [&]<class T>() { binary_typed<T>(op, a, b, out); });
 }
 
 void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-  check_out("where", out, cond);
-  check_out("where", out, a);
-  check_out("where", out, b);
-  LINEA_CHECK(cond.dtype() == DType::Bool && a.dtype() == out.dtype() && b.dtype() == out.dtype(),
-              "[where] internal: dtypes cond {}, a {}, b {} -> {} do not match", cond.dtype(), a.dtype(), b.dtype(),
-              out.dtype());
+  kernel_checks::where(cond, a, b, out);
   dispatch(out.dtype(), [&]<class T>() {
     const bool* pc = cond.data<bool>();
     const T* pa = a.data<T>();

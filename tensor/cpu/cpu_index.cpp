@@ -10,25 +10,22 @@
 
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/strided.h"
+#include "linea/tensor/kernel_checks.h"
 
 namespace linea::cpu {
 
 namespace {
 
+// The value types of the indexing kernels (kernel_checks:: has rejected any other).
 template <class F>
-void dispatch_values(std::string_view op, DType t, F&& f) {
-  switch (t) {
-    case DType::Float32: return f.template operator()<float>();
-    case DType::Float64: return f.template operator()<double>();
-    case DType::Int64: return f.template operator()<int64_t>();
-    default: break;
-  }
-  throw Error(fmt::format("[{}] values must be float32, float64 or int64, got {}", op, t));
+void dispatch_values(DType t, F&& f) {
+  if (t == DType::Float32) return f.template operator()<float>();
+  if (t == DType::Float64) return f.template operator()<double>();
+  return f.template operator()<int64_t>();
 }
 
-// Throws unless every element of idx lies in [0, size).
-void check_indices(std::string_view op, const Tensor& idx, int64_t dim, int64_t size) {
-  LINEA_CHECK(idx.dtype() == DType::Int64, "[{}] indices must be int64, got {}", op, idx.dtype());
+// Throws unless every element of the int64 idx lies in [0, size).
+void check_indices(const char* op, const Tensor& idx, int64_t dim, int64_t size) {
   const int64_t* p = idx.data<int64_t>();
   bool bad = false;
   int64_t bad_value = 0;
@@ -45,20 +42,12 @@ void check_indices(std::string_view op, const Tensor& idx, int64_t dim, int64_t 
       }
     }
   });
-  LINEA_CHECK(!bad, "[{}] index {} out of range for dim {} of size {}", op, bad_value, dim, size);
+  kernel_checks::index_in_range(op, !bad, bad_value, dim, size);
 }
 
 std::vector<int64_t> without(std::vector<int64_t> v, int64_t dim) {
   v.erase(v.begin() + dim);
   return v;
-}
-
-// Checks that `a` has `b`'s shape except along `dim`, where it has n entries.
-void check_shape_but_dim(std::string_view op, const Tensor& a, const Tensor& b, int64_t dim, int64_t n) {
-  Shape want = b.shape();
-  want[dim] = n;
-  LINEA_CHECK(a.shape() == want && a.dtype() == b.dtype(), "[{}] operand of shape {} {} does not match {} {}", op,
-              shape_str(a.shape()), a.dtype(), shape_str(want), b.dtype());
 }
 
 // Walks the "slice" (two operands with the indexed dim removed) in runs; f(offsets, len, strides)
@@ -84,27 +73,19 @@ void for_each_slice_run(const Shape& slice, const Strides& a, const Strides& b, 
   }
 }
 
-// gather/scatter_add: idx may be smaller than x, but never larger off `dim`.
-void check_fits(std::string_view op, const Tensor& idx, const Tensor& x, int64_t dim) {
-  for (int64_t d = 0; d < x.dim(); ++d)
-    LINEA_CHECK(d == dim || idx.shape()[d] <= x.shape()[d], "[{}] index shape {} is larger than {} in dim {}", op,
-                shape_str(idx.shape()), shape_str(x.shape()), d);
-}
-
 // idx of index_select/index_add is 1-d (or 0-d: one index).
 int64_t index_stride(const Tensor& idx) { return idx.dim() == 0 ? 0 : idx.strides()[0]; }
 
 }  // namespace
 
 void CpuBackend::index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
-  LINEA_CHECK(idx.dim() <= 1, "[index_select] index must be 1-d, got shape {}", shape_str(idx.shape()));
+  kernel_checks::index_select(x, dim, idx, out);
   check_indices("index_select", idx, dim, x.shape()[dim]);
   const int64_t n = idx.numel();
-  check_shape_but_dim("index_select", out, x, dim, n);
   const int64_t* pi = idx.data<int64_t>();
   const int64_t is = index_stride(idx), xs = x.strides()[dim], os = out.strides()[dim];
   const Strides ost = without(out.strides(), dim), xst = without(x.strides(), dim);
-  dispatch_values("index_select", x.dtype(), [&]<class T>() {
+  dispatch_values(x.dtype(), [&]<class T>() {
     const T* px = x.data<T>();
     T* po = out.data<T>();
     for_each_slice_run(without(out.shape(), dim), ost, xst, n, [&](const auto& off, int64_t len, const auto& st) {
@@ -122,15 +103,13 @@ void CpuBackend::index_select(const Tensor& x, int64_t dim, const Tensor& idx, c
 }
 
 void CpuBackend::index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) {
-  LINEA_CHECK(idx.dim() <= 1, "[index_add] index must be 1-d, got shape {}", shape_str(idx.shape()));
-  LINEA_CHECK(out.is_contiguous(), "[index_add] out must be contiguous");
+  kernel_checks::index_add(out, dim, idx, src);
   check_indices("index_add", idx, dim, out.shape()[dim]);
   const int64_t n = idx.numel();
-  check_shape_but_dim("index_add", src, out, dim, n);
   const int64_t* pi = idx.data<int64_t>();
   const int64_t is = index_stride(idx), os = out.strides()[dim], ss = src.strides()[dim];
   const Strides ost = without(out.strides(), dim), sst = without(src.strides(), dim);
-  dispatch_values("index_add", out.dtype(), [&]<class T>() {
+  dispatch_values(out.dtype(), [&]<class T>() {
     T* po = out.data<T>();
     const T* ps = src.data<T>();
     // Each run owns its output elements: the loop over indices (repeats included) stays inside it.
@@ -149,16 +128,13 @@ void CpuBackend::index_add(const Tensor& out, int64_t dim, const Tensor& idx, co
 }
 
 void CpuBackend::gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
-  LINEA_CHECK(idx.dim() == x.dim() && out.shape() == idx.shape() && out.dtype() == x.dtype(),
-              "[gather] x {} {}, index {} and out {} {} do not fit", shape_str(x.shape()), x.dtype(),
-              shape_str(idx.shape()), shape_str(out.shape()), out.dtype());
-  check_fits("gather", idx, x, dim);
+  kernel_checks::gather(x, dim, idx, out);
   check_indices("gather", idx, dim, x.shape()[dim]);
   const int64_t* pi = idx.data<int64_t>();
   const int64_t xs = x.strides()[dim];
   Strides xst = x.strides();
   xst[dim] = 0;  // the position along dim comes from the index, not from the loop
-  dispatch_values("gather", x.dtype(), [&]<class T>() {
+  dispatch_values(x.dtype(), [&]<class T>() {
     const T* px = x.data<T>();
     T* po = out.data<T>();
     for_each_run<3>(idx.shape(), {&out.strides(), &idx.strides(), &xst},
@@ -170,17 +146,13 @@ void CpuBackend::gather(const Tensor& x, int64_t dim, const Tensor& idx, const T
 }
 
 void CpuBackend::scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) {
-  LINEA_CHECK(idx.dim() == out.dim() && src.shape() == idx.shape() && src.dtype() == out.dtype(),
-              "[scatter_add] out {} {}, index {} and src {} {} do not fit", shape_str(out.shape()), out.dtype(),
-              shape_str(idx.shape()), shape_str(src.shape()), src.dtype());
-  LINEA_CHECK(out.is_contiguous(), "[scatter_add] out must be contiguous");
-  check_fits("scatter_add", idx, out, dim);
+  kernel_checks::scatter_add(out, dim, idx, src);
   check_indices("scatter_add", idx, dim, out.shape()[dim]);
   const int64_t* pi = idx.data<int64_t>();
   const int64_t os = out.strides()[dim], is = idx.strides()[dim], ss = src.strides()[dim];
   const int64_t k_n = idx.shape()[dim];
   const Strides ost = without(out.strides(), dim), ist = without(idx.strides(), dim), sst = without(src.strides(), dim);
-  dispatch_values("scatter_add", out.dtype(), [&]<class T>() {
+  dispatch_values(out.dtype(), [&]<class T>() {
     T* po = out.data<T>();
     const T* ps = src.data<T>();
     // Runs cover distinct positions off `dim`, hence distinct output elements; the loop along dim,

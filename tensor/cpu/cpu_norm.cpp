@@ -17,31 +17,11 @@
 
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/strided.h"
+#include "linea/tensor/kernel_checks.h"
 
 namespace linea::cpu {
 
 namespace {
-
-void check_operand(std::string_view op, const char* what, const Tensor& t, const Tensor& x, Shape shape) {
-  if (!t.defined()) return;
-  LINEA_CHECK(t.is_contiguous() && t.shape() == shape && t.dtype() == x.dtype(),
-              "[{}] {} must be contiguous {} {}, got {} {} (contiguous: {})", op, what, shape_str(shape), x.dtype(),
-              shape_str(t.shape()), t.dtype(), t.is_contiguous());
-}
-
-// Rows and row length of x, after checking every operand against x.
-std::pair<int64_t, int64_t> row_geometry(std::string_view op, const Tensor& x,
-                                         std::initializer_list<std::pair<const char*, const Tensor*>> rowwise,
-                                         std::initializer_list<std::pair<const char*, const Tensor*>> per_row,
-                                         std::initializer_list<std::pair<const char*, const Tensor*>> per_feature) {
-  LINEA_CHECK(x.is_contiguous() && x.dim() >= 1, "[{}] x must be contiguous with at least 1 dim, got {}", op,
-              shape_str(x.shape()));
-  const int64_t n = x.shape().back(), rows = n == 0 ? 0 : x.numel() / n;
-  for (auto [what, t] : rowwise) check_operand(op, what, *t, x, x.shape());
-  for (auto [what, t] : per_row) check_operand(op, what, *t, x, {rows});
-  for (auto [what, t] : per_feature) check_operand(op, what, *t, x, {n});
-  return {rows, n};
-}
 
 // Σ_j f(j) over j < n in double, in 8 independent lanes: a single running sum is one long chain
 // of dependent adds (latency-bound); independent lanes let the compiler vectorize the loop.
@@ -141,9 +121,7 @@ void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, cons
 
 void CpuBackend::layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                                    const Tensor& out, const Tensor& mean, const Tensor& rstd) {
-  auto [rows, n] = row_geometry("layernorm_forward", x, {{"out", &out}}, {{"mean", &mean}, {"rstd", &rstd}},
-                                {{"weight", &weight}, {"bias", &bias}});
-  LINEA_CHECK(out.defined() && mean.defined() && rstd.defined(), "[layernorm_forward] out, mean, rstd are required");
+  const auto [rows, n] = kernel_checks::layernorm_forward(x, weight, bias, out, mean, rstd);
   dispatch_floating(x.dtype(), "layernorm_forward", [&]<class T>() {
     norm_forward<T, true>(x, weight, bias, eps, out, mean, rstd, rows, n);
   });
@@ -152,11 +130,7 @@ void CpuBackend::layernorm_forward(const Tensor& x, const Tensor& weight, const 
 void CpuBackend::layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                                     const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
                                     const Tensor& dbias) {
-  auto [rows, n] =
-      row_geometry("layernorm_backward", x, {{"dy", &dy}, {"dx", &dx}}, {{"mean", &mean}, {"rstd", &rstd}},
-                   {{"weight", &weight}, {"dweight", &dweight}, {"dbias", &dbias}});
-  LINEA_CHECK(dy.defined() && dx.defined() && mean.defined() && rstd.defined(),
-              "[layernorm_backward] dy, dx, mean, rstd are required");
+  const auto [rows, n] = kernel_checks::layernorm_backward(dy, x, weight, mean, rstd, dx, dweight, dbias);
   dispatch_floating(x.dtype(), "layernorm_backward", [&]<class T>() {
     norm_backward<T, true>(dy, x, weight, mean, rstd, dx, dweight, dbias, rows, n);
   });
@@ -164,8 +138,7 @@ void CpuBackend::layernorm_backward(const Tensor& dy, const Tensor& x, const Ten
 
 void CpuBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& out,
                                  const Tensor& rstd) {
-  auto [rows, n] = row_geometry("rmsnorm_forward", x, {{"out", &out}}, {{"rstd", &rstd}}, {{"weight", &weight}});
-  LINEA_CHECK(out.defined() && rstd.defined(), "[rmsnorm_forward] out and rstd are required");
+  const auto [rows, n] = kernel_checks::rmsnorm_forward(x, weight, out, rstd);
   dispatch_floating(x.dtype(), "rmsnorm_forward", [&]<class T>() {
     norm_forward<T, false>(x, weight, Tensor(), eps, out, Tensor(), rstd, rows, n);
   });
@@ -173,9 +146,7 @@ void CpuBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, double e
 
 void CpuBackend::rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                   const Tensor& dx, const Tensor& dweight) {
-  auto [rows, n] = row_geometry("rmsnorm_backward", x, {{"dy", &dy}, {"dx", &dx}}, {{"rstd", &rstd}},
-                                {{"weight", &weight}, {"dweight", &dweight}});
-  LINEA_CHECK(dy.defined() && dx.defined() && rstd.defined(), "[rmsnorm_backward] dy, dx, rstd are required");
+  const auto [rows, n] = kernel_checks::rmsnorm_backward(dy, x, weight, rstd, dx, dweight);
   dispatch_floating(x.dtype(), "rmsnorm_backward", [&]<class T>() {
     norm_backward<T, false>(dy, x, weight, Tensor(), rstd, dx, dweight, Tensor(), rows, n);
   });

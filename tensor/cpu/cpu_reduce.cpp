@@ -17,6 +17,7 @@
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/vec_math.h"
 #include "linea/tensor/cpu/strided.h"
+#include "linea/tensor/kernel_checks.h"
 
 namespace linea::cpu {
 
@@ -174,7 +175,6 @@ void reduce_columns(const T* x, typename R::Out* out, int64_t outer, int64_t n, 
 template <class R, class T>
 void run_reducer(const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) {
   using Out = typename R::Out;
-  LINEA_CHECK(out.dtype() == dtype_v<Out>, "[reduce] output dtype {} should be {}", out.dtype(), dtype_v<Out>);
   const T* xp = x.data<T>();
   Out* op = out.data<Out>();
   if (inner == 1) reduce_rows<R>(xp, op, outer, n);
@@ -184,13 +184,7 @@ void run_reducer(const Tensor& x, const Tensor& out, int64_t outer, int64_t n, i
 }  // namespace
 
 void CpuBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) {
-  LINEA_CHECK(x.is_contiguous() && out.is_contiguous(), "[reduce] operands must be contiguous");
-  LINEA_CHECK(x.numel() == outer * n * inner && out.numel() == outer * inner,
-              "[reduce] x {} / out {} do not match [outer={}, n={}, inner={}]", shape_str(x.shape()),
-              shape_str(out.shape()), outer, n, inner);
-  LINEA_CHECK(n > 0 || op == ReduceOp::Sum || op == ReduceOp::LogSumExp,
-              "[reduce] max/min/argmax over an empty dim (n = 0) has no result");
-  if (outer * inner == 0) return;
+  if (!kernel_checks::reduce(op, x, out, outer, n, inner)) return;
   if (op == ReduceOp::LogSumExp) {
     dispatch_floating(x.dtype(), "logsumexp", [&]<class T>() {
       run_reducer<LogSumExpReducer<T>, T>(x, out, outer, n, inner);
@@ -225,11 +219,9 @@ double lane_sum(const T* p, int64_t n) {
 // ---- softmax: row-wise over the last dim, two passes per row (max, then exp and sum) ----
 
 void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
-  LINEA_CHECK(x.is_contiguous() && out.is_contiguous() && x.shape() == out.shape() && x.dtype() == out.dtype(),
-              "[softmax] x {} {} and out {} {} must be contiguous with one shape and dtype", shape_str(x.shape()),
-              x.dtype(), shape_str(out.shape()), out.dtype());
+  kernel_checks::softmax(x, out);
   if (x.numel() == 0) return;
-  const int64_t n = x.dim() == 0 ? 1 : x.shape().back(), rows = x.numel() / n;
+  const auto [rows, n] = kernel_checks::last_dim_rows(x);
   dispatch_floating(x.dtype(), "softmax", [&]<class T>() {
     const T* xp = x.data<T>();
     T* yp = out.data<T>();
@@ -259,12 +251,9 @@ void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
 // softmax:     dx = y * (dy - sum(dy * y))
 // log_softmax: dx = dy - exp(y) * sum(dy)
 void CpuBackend::softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, bool log) {
-  LINEA_CHECK(y.is_contiguous() && dy.is_contiguous() && dx.is_contiguous() && y.shape() == dy.shape() &&
-                  y.shape() == dx.shape() && y.dtype() == dy.dtype() && y.dtype() == dx.dtype(),
-              "[softmax_backward] y {}, dy {}, dx {} must be contiguous with one shape and dtype",
-              shape_str(y.shape()), shape_str(dy.shape()), shape_str(dx.shape()));
+  kernel_checks::softmax_backward(y, dy, dx);
   if (y.numel() == 0) return;
-  const int64_t n = y.dim() == 0 ? 1 : y.shape().back(), rows = y.numel() / n;
+  const auto [rows, n] = kernel_checks::last_dim_rows(y);
   dispatch_floating(y.dtype(), "softmax_backward", [&]<class T>() {
     const T *yp = y.data<T>(), *gp = dy.data<T>();
     T* dp = dx.data<T>();
