@@ -27,6 +27,7 @@
 #include <numbers>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <linea/linea.h>
 
 #include "data/progress.h"
@@ -60,6 +61,7 @@ struct Config {
   std::string prompt = "\n";
   int64_t bench = 0, threads = 0;
   std::string device = "cpu";
+  std::string trace;  // a file: the windows, lr, loss and grad norm of every step (parity checks)
 };
 
 const std::vector<flags::Flag<Config>>& flag_table() {
@@ -96,6 +98,9 @@ const std::vector<flags::Flag<Config>>& flag_table() {
       flag("bench", &Config::bench, false, "time N training steps (median), no training"),
       flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)"),
       flag("device", &Config::device, false, "cpu | cuda: where training and --bench run (sampling runs on the CPU)"),
+      flag("trace", &Config::trace, false,
+           "write each step's window offsets, lr, loss and grad norm to this file, the val windows' offsets, "
+           "and the initial weights to <out>/init.safetensors (to replay the run elsewhere, e.g. PyTorch)"),
   };
   return t;
 }
@@ -128,8 +133,10 @@ gpt::ModelConfig model_config(const Config& o, int64_t vocab) {
           .chunk = o.chunk, .mlp_ratio = o.mlp_ratio, .dropout = o.dropout, .tie = o.tie, .bias = o.bias};
 }
 gpt::OptimConfig optim_config(const Config& o) {
-  return {.steps = o.steps, .lr = o.lr, .min_lr = o.min_lr, .warmup = o.warmup, .weight_decay = o.weight_decay,
-          .beta2 = o.beta2, .grad_clip = o.grad_clip};
+  // nanoGPT's warm-up, lr·(step+1)/(warmup+1): step 0 already moves the weights.
+  return {.steps = o.steps, .lr = o.lr, .min_lr = o.min_lr, .warmup = o.warmup,
+          .start_lr = o.lr / static_cast<double>(o.warmup + 1), .weight_decay = o.weight_decay, .beta2 = o.beta2,
+          .grad_clip = o.grad_clip};
 }
 
 // The options a checkpoint was trained with, with the command line on top.
@@ -155,6 +162,15 @@ std::vector<std::pair<Tensor, Tensor>> fixed_batches(const data::CharCorpus& cor
     data::TextBatch b = corpus.get_batch(split, o.batch, o.context, gen);
     out.emplace_back(b.x.to(dev), b.y.to(dev));
   }
+  return out;
+}
+
+// The token offsets of the windows CharCorpus::get_batch draws from `gen` (the same draws).
+std::vector<int64_t> window_offsets(const data::CharCorpus& corpus, const std::string& split, const Config& o,
+                                    Generator& gen) {
+  const int64_t begin = split == "train" ? 0 : corpus.size("train"), n = corpus.size(split);
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < o.batch; ++i) out.push_back(begin + data::random_below(gen, n - o.context));
   return out;
 }
 
@@ -248,6 +264,18 @@ int run_train(const Config& o, Device dev) {
     seconds = std::stod(m.at("seconds"));
     fmt::print("resumed from {} at step {}\n", o.resume, trainer.step());
   }
+  std::FILE* trace = nullptr;
+  if (!o.trace.empty()) {
+    trace = std::fopen(o.trace.c_str(), o.resume.empty() ? "w" : "a");
+    if (trace == nullptr) fail("cannot write " + o.trace);
+    if (o.resume.empty()) {
+      save();  // the initial weights (step 0)
+      std::filesystem::rename(ckpt, out + "/init.safetensors");
+      Generator gen(data::derive_seed(o.seed, 1, 2));  // fixed_batches' draws
+      for (int64_t i = 0; i < o.eval_batches; ++i)
+        fmt::print(trace, "val {}\n", fmt::join(window_offsets(corpus, "val", o, gen), " "));
+    }
+  }
   std::FILE* csv = std::fopen(csv_path.c_str(), o.resume.empty() ? "w" : "a");
   if (csv == nullptr) fail("cannot write " + csv_path);
   if (o.resume.empty()) fmt::print(csv, "step,lr,train_loss,val_loss,val_bpc,seconds\n");
@@ -259,8 +287,15 @@ int run_train(const Config& o, Device dev) {
   auto t = Clock::now();
   while (trainer.step() < o.steps) {
     const data::TextBatch b = train_batch(corpus, o, trainer.step());
-    loss_sum += trainer.train_step(b.x.to(dev), b.y.to(dev)).loss;
+    const double lr = trainer.lr();
+    const gpt::StepStats st = trainer.train_step(b.x.to(dev), b.y.to(dev));
+    loss_sum += st.loss;
     ++loss_count;
+    if (trace) {
+      Generator gen(data::derive_seed(o.seed, static_cast<uint64_t>(trainer.step() - 1)));  // train_batch's draws
+      fmt::print(trace, "step {} {:.9g} {:.9g} {:.9g} {}\n", trainer.step() - 1, lr, st.loss, st.grad_norm,
+                 fmt::join(window_offsets(corpus, "train", o, gen), " "));
+    }
     progress.update(trainer.step(), {{"loss", loss_sum / double(loss_count)}, {"lr", trainer.lr()}});
     if (interrupted) {
       seconds += seconds_since(t);
@@ -288,6 +323,10 @@ int run_train(const Config& o, Device dev) {
     }
   }
   std::fclose(csv);
+  if (trace) {
+    fmt::print(trace, "val_loss {:.9g}\n", val);
+    std::fclose(trace);
+  }
   // The final estimates over the same number of windows in both splits (nanoGPT's estimate_loss).
   const double train = gpt::mean_loss(*model, fixed_batches(corpus, "train", o, data::derive_seed(o.seed, 1, 3), dev));
   if (std::isnan(val)) val = gpt::mean_loss(*model, val_batches);  // resumed a finished run

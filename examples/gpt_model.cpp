@@ -48,6 +48,9 @@ GPT::GPT(const ModelConfig& c) : Module("GPT"), cfg_(c) {
     init(*b.mlp->fc2, proj_std);
   }
   if (head) nn::normal_(head->weight, 0, 0.02);
+  // nanoGPT's positions are a plain N(0, 0.02²) like every other embedding; PositionalEmbedding
+  // starts truncated at ±2σ (timm's ViT), whose std is 0.88 · 0.02.
+  nn::normal_(pos_emb->weight, 0, 0.02);
 
   // bias = false (nanoGPT's default): zero biases that no gradient reaches and no optimizer holds.
   // x + 0 is exact, so this computes what layers built without biases compute.
@@ -209,7 +212,8 @@ Trainer::Trainer(std::shared_ptr<GPT> m, const OptimConfig& o) : model(std::move
   optimizer = std::make_unique<nn::AdamW>(
       param_groups(*model, o.weight_decay),
       nn::AdamWOptions{.lr = o.lr, .beta1 = 0.9, .beta2 = o.beta2, .weight_decay = o.weight_decay});
-  schedule_ = {.warmup_steps = std::min(o.warmup, o.steps), .total_steps = o.steps, .max_lr = o.lr, .min_lr = o.min_lr};
+  schedule_ = {.warmup_steps = std::min(o.warmup, o.steps), .total_steps = o.steps, .max_lr = o.lr, .min_lr = o.min_lr,
+               .start_lr = o.start_lr};
 }
 
 double Trainer::lr() const { return nn::warmup_cosine(step_, schedule_); }
@@ -226,7 +230,7 @@ StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
   s.backward_s = seconds_since(t);
 
   t = std::chrono::steady_clock::now();
-  if (opts_.grad_clip > 0) nn::clip_grad_norm_(trainable_, opts_.grad_clip);
+  if (opts_.grad_clip > 0) s.grad_norm = nn::clip_grad_norm_(trainable_, opts_.grad_clip);
   optimizer->set_lr(lr());
   optimizer->step();
   optimizer->zero_grad();

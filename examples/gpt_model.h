@@ -10,6 +10,7 @@
 // initialisation this follows. Causal MHLA splits the context into chunks of `chunk` tokens and
 // mixes their summaries with a learnable lower-triangular matrix (nn/attention.h).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -86,11 +87,15 @@ struct OptimConfig {
   int64_t steps = 2000;
   double lr = 1e-3, min_lr = 1e-4;
   int64_t warmup = 100;
+  // The lr of step 0; the warm-up rises linearly from it to lr at step `warmup`. nanoGPT's
+  // lr·(step+1)/(warmup+1) is start_lr = lr/(warmup+1) (what char_lm uses).
+  double start_lr = 0;
   double weight_decay = 0.1, beta2 = 0.99, grad_clip = 1.0;
 };
 
 struct StepStats {
   double loss = 0;  // mean cross-entropy (nats) of the batch, over targets != kIgnoreIndex
+  double grad_norm = NAN;  // the global grad norm before clipping (NAN when grad_clip is 0)
   double forward_s = 0, backward_s = 0, update_s = 0;
 };
 
