@@ -346,10 +346,7 @@ int run_train(const Config& o, Device dev) {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
-    fmt::print("{}", flags::usage("char_lm", flag_table()));
-    return 0;
-  }
+  if (flags::help_requested("char_lm", flag_table(), args)) return 0;
   try {
     Config o = flags::parse_flags("char_lm", flag_table(), args);
     if (!o.resume.empty()) o = config_from_checkpoint(o.resume, args);

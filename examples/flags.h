@@ -106,6 +106,18 @@ inline std::vector<std::string> split_words(const std::string& line) {
 }
 
 template <class Config>
+std::string usage(const std::string& program, const std::vector<Flag<Config>>& table);
+
+// True when the arguments ask for --help, after printing the usage: main() then returns 0.
+template <class Config>
+bool help_requested(const std::string& program, const std::vector<Flag<Config>>& table,
+                    const std::vector<std::string>& args) {
+  if (std::find(args.begin(), args.end(), "--help") == args.end()) return false;
+  fmt::print("{}", usage(program, table));
+  return true;
+}
+
+template <class Config>
 std::string usage(const std::string& program, const std::vector<Flag<Config>>& table) {
   const Config d;
   std::string s = fmt::format("usage: {} [--flag value ...]\n", program);

@@ -1,5 +1,7 @@
 #include "gpt_model.h"
 
+#include "run_checkpoint.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -241,15 +243,11 @@ StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
 }
 
 void Trainer::save(const std::string& path, nn::Metadata meta) const {
-  meta["step"] = std::to_string(step_);
-  nn::save_checkpoint(path, *model, *optimizer, meta);
+  examples::save_run(path, *model, *optimizer, step_, std::move(meta));
 }
 
 nn::Metadata Trainer::load(const std::string& path) {
-  nn::Metadata meta = nn::load_checkpoint(path, *model, *optimizer);
-  LINEA_CHECK(meta.contains("step"), "[GPT] '{}' has no step count: not a checkpoint of this trainer", path);
-  step_ = std::stoll(meta.at("step"));
-  return meta;
+  return examples::load_run(path, *model, *optimizer, step_, "GPT");
 }
 
 double mean_loss(GPT& model, const std::vector<std::pair<Tensor, Tensor>>& batches) {

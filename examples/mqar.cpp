@@ -154,10 +154,7 @@ int run_sweep(Config o, Device dev) {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
-    fmt::print("{}", flags::usage("mqar", flag_table()));
-    return 0;
-  }
+  if (flags::help_requested("mqar", flag_table(), args)) return 0;
   try {
     const Config o = flags::parse_flags("mqar", flag_table(), args);
     check(o);

@@ -1,6 +1,7 @@
 #include "vit_model.h"
 
 #include "flags.h"
+#include "run_checkpoint.h"
 
 #include <chrono>
 
@@ -203,15 +204,11 @@ EvalStats Trainer::evaluate(const Tensor& x, const Tensor& y, int64_t batch) {
 
 void Trainer::save(const std::string& path, nn::Metadata extra) const {
   extra["config"] = config_line(opts_);
-  extra["step"] = std::to_string(step_);
-  nn::save_checkpoint(path, *model, *optimizer, extra);
+  examples::save_run(path, *model, *optimizer, step_, std::move(extra));
 }
 
 nn::Metadata Trainer::load(const std::string& path) {
-  nn::Metadata meta = nn::load_checkpoint(path, *model, *optimizer);
-  LINEA_CHECK(meta.contains("step"), "[vit_fmnist] '{}' has no step count: not a vit_fmnist checkpoint", path);
-  step_ = std::stoll(meta.at("step"));
-  return meta;
+  return examples::load_run(path, *model, *optimizer, step_, "vit_fmnist");
 }
 
 }  // namespace vit
