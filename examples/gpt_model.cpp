@@ -260,7 +260,7 @@ double mean_loss(GPT& model, const std::vector<std::pair<Tensor, Tensor>>& batch
   return batches.empty() ? 0.0 : sum / static_cast<double>(batches.size());
 }
 
-void load_weights(GPT& model, const std::string& checkpoint) {
+void load_weights(nn::Module& model, const std::string& checkpoint) {
   nn::StateDict weights;
   for (auto& [name, t] : nn::load_safetensors(checkpoint).tensors)
     if (name.starts_with("model.")) weights.emplace(name.substr(6), t);

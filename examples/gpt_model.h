@@ -124,7 +124,8 @@ class Trainer {
 // Mean cross-entropy over batches, no graph, in eval mode.
 double mean_loss(GPT& model, const std::vector<std::pair<Tensor, Tensor>>& batches);
 
-// A checkpoint's model weights only (the "model." entries), e.g. to sample from it.
-void load_weights(GPT& model, const std::string& checkpoint);
+// A checkpoint's model weights only (the "model." entries), e.g. to sample from it; any model
+// (attention_lab loads the ViT with it too).
+void load_weights(linea::nn::Module& model, const std::string& checkpoint);
 
 }  // namespace gpt

@@ -1,0 +1,397 @@
+// attention_lab (`make lab`): pictures and numbers that show why linear attention collapses and
+// how MHLA's block mixing restores it (docs/attention.md walks through them).
+//
+// On the same q and k it builds the effective N×N attention maps of softmax, linear attention and
+// MHLA (nn::functional::attention_matrix) and measures two things (data/attention_stats.h):
+//   numerical rank   singular values above --rank-tol · σ_max (LAPACK dgesdd, float64);
+//   entropy ratio    mean row entropy ÷ log(keys the row can see): 1 = uniform, 0 = one-hot.
+// Three sources of q and k:
+//   random           q, k ~ N(0, 1), d = --d, at N = 64, 128, ... --max-n;
+//   ViT-FMNIST       a trained checkpoint's q, k for one test image (64 patch tokens, every layer
+//                    and head), and pooled over N/64 test images for the N sweep;
+//   char-GPT         a trained causal checkpoint's q, k for a 64-character window of text.
+// A causal mask makes every map lower-triangular with a positive diagonal, hence full rank, so for
+// the GPT the rank is measured on the unmasked maps of the same q, k and the entropy on the causal ones.
+//
+// Checkpoints: runs/vit_fmnist_mhla and runs/char_lm_mhla (`make train`, `make lm`) when present;
+// otherwise it trains each model briefly with the example programs (printed, with the time taken)
+// into --out and reuses those runs next time.
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include <fmt/core.h>
+#include <linea/linea.h>
+
+#include "data/attention_stats.h"
+#include "data/idx.h"
+#include "data/text.h"
+#include "flags.h"
+#include "gpt_model.h"
+#include "lab_report.h"
+#include "vit_model.h"
+
+using namespace linea;
+namespace F = linea::nn::functional;
+namespace fs = std::filesystem;
+using lab::Row;
+
+namespace {
+
+struct Config {
+  std::string out = "runs/lab";
+  std::string vit, lm;  // checkpoints ("" = find or train, see the top of the file)
+  std::string bin;      // where vit_fmnist and char_lm are ("" = beside this program)
+  std::string text;     // the char-GPT's corpus ("" = the KJV of scripts/prepare_data.sh kjv)
+  int64_t image = 0;    // the test image of the ViT maps
+  int64_t layer = -1;   // the ViT layer of the N sweep (-1 = the last)
+  int64_t d = 16;       // head dim of the random q, k
+  int64_t max_n = 4096;
+  int64_t rank_max_n = 1024;  // the SVD of an N×N map costs O(N³): ~2 s at 1024, ~15 s at 2048 here
+  double rank_tol = 1e-6;
+  uint64_t seed = 1;
+  int64_t threads = 0;
+};
+
+const std::vector<flags::Flag<Config>>& flag_table() {
+  using flags::flag;
+  static const std::vector<flags::Flag<Config>> t = {
+      flag("out", &Config::out, false, "where the PNGs, CSVs and brief training runs go"),
+      flag("vit", &Config::vit, false, "a vit_fmnist --attn mhla checkpoint (default: runs/vit_fmnist_mhla, else train briefly)"),
+      flag("lm", &Config::lm, false, "a char_lm --attn mhla checkpoint (default: runs/char_lm_mhla, else train briefly)"),
+      flag("bin", &Config::bin, false, "the folder holding vit_fmnist and char_lm (default: this program's)"),
+      flag("text", &Config::text, false, "the char-GPT's text (default: the KJV, scripts/prepare_data.sh kjv)"),
+      flag("image", &Config::image, false, "Fashion-MNIST test image of the ViT heatmaps"),
+      flag("layer", &Config::layer, false, "ViT layer of the pooled N sweep (-1: the last)"),
+      flag("d", &Config::d, false, "head dim of the random q, k"),
+      flag("max-n", &Config::max_n, false, "largest N of the sweeps (a power of two, 64..4096)"),
+      flag("rank-max-n", &Config::rank_max_n, false, "largest N whose rank is measured (SVD is O(N^3))"),
+      flag("rank-tol", &Config::rank_tol, false, "rank counts singular values above rank-tol * the largest"),
+      flag("seed", &Config::seed, false, "the random q, k and the text window"),
+      flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)"),
+  };
+  return t;
+}
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// ---------------------------------------------------------------- checkpoints
+
+// The checkpoint given, else the full run's, else an earlier brief one, else a brief run now.
+std::string find_or_train(const std::string& given, const std::string& full_run, const std::string& brief_dir,
+                          const std::string& train_cmd, const std::string& what) {
+  if (!given.empty()) return given;
+  const std::string brief = brief_dir + "/checkpoint.safetensors";
+  for (const std::string& p : {full_run, brief})
+    if (fs::exists(p)) {
+      fmt::print("{}: {}{}\n", what, p, p == brief ? " (a brief run of an earlier attention_lab)" : "");
+      return p;
+    }
+  fmt::print("{}: no {} yet; training briefly:\n  {}\n", what, full_run, train_cmd);
+  std::fflush(stdout);
+  const auto t = Clock::now();
+  LINEA_CHECK(std::system(train_cmd.c_str()) == 0 && fs::exists(brief), "[attention_lab] the brief run failed: {}",
+              train_cmd);
+  fmt::print("{}: trained briefly in {:.0f} s -> {}\n", what, seconds_since(t), brief);
+  return brief;
+}
+
+// The "--name value" line both examples save in a checkpoint's "config" metadata, as a map.
+std::map<std::string, std::string> checkpoint_flags(const std::string& path) {
+  const nn::Metadata meta = nn::load_safetensors(path).metadata;
+  auto it = meta.find("config");
+  LINEA_CHECK(it != meta.end(), "[attention_lab] '{}' has no config: not a vit_fmnist / char_lm checkpoint", path);
+  const std::vector<std::string> w = flags::split_words(it->second);
+  std::map<std::string, std::string> m;
+  for (size_t i = 0; i + 1 < w.size(); i += 2) m[w[i].substr(2)] = w[i + 1];
+  return m;
+}
+
+// ---------------------------------------------------------------- q and k of a trained model
+
+struct LayerQK {
+  Tensor q, k;  // [B, H, N, hd] float64: what the layer's attention saw
+  Tensor mix;   // MHLA's trained [M, M] (float64), or undefined
+};
+
+// Runs x [B, N, dim] through the blocks, keeping each block's q and k (the input of its attention).
+std::vector<LayerQK> capture_qk(nn::Sequential& blocks, Tensor x) {
+  NoGradGuard no_grad;
+  std::vector<LayerQK> out;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    auto& block = dynamic_cast<nn::TransformerBlock&>(*blocks[i]);
+    auto& attn = dynamic_cast<nn::QKVAttention&>(*block.attn);
+    const int64_t B = x.size(0), N = x.size(1), H = attn.heads(), hd = attn.dim() / H;
+    Tensor t = attn.qkv->forward(block.ln1->forward(x)).view({B, N, 3, H, hd}).permute({2, 0, 3, 1, 4});
+    LayerQK l{t.select(0, 0).to(float64).contiguous(), t.select(0, 1).to(float64).contiguous(), Tensor()};
+    if (auto* m = dynamic_cast<nn::MHLA*>(&attn)) {
+      LINEA_CHECK(m->rope == nullptr, "[attention_lab] MHLA with RoPE has signed features; not supported here");
+      l.mix = m->mix.detach().to(float64);
+    }
+    out.push_back(l);
+    x = block.forward(x);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- the maps
+
+// One kind of map on q, k [1, H, N, d]: name, how attention_matrix builds it, the rank bound.
+struct Kind {
+  std::string name;
+  F::AttentionKind kind;
+  Tensor mix;  // MHLA only
+  F::MHLAOptions opts;
+};
+
+// softmax, linear (φ = relu + eps) and MHLA at each M in `ms` with the block-distance W of a
+// √M × √M block grid (the ViT's init), for N tokens.
+std::vector<Kind> sweep_kinds(int64_t N, const std::vector<int64_t>& ms) {
+  std::vector<Kind> kinds = {{"softmax", F::AttentionKind::Softmax, Tensor(), {}},
+                             {"linear", F::AttentionKind::Linear, Tensor(), {}}};
+  for (int64_t M : ms) {
+    if (M > N) continue;
+    const auto grid = int64_t(std::lround(std::sqrt(double(M))));
+    kinds.push_back({fmt::format("mhla M={}", M), F::AttentionKind::MHLA,
+                     nn::block_distance_mix(grid).to(float64), {.block_len = N / M}});
+  }
+  return kinds;
+}
+
+// The map of one head (2-D), rows scaled to sum to 1 (for the causal MHLA map, which the op
+// leaves unnormalised; the others already are).
+Tensor head_map(const Kind& k, const Tensor& q, const Tensor& kk, int64_t head) {
+  Tensor a = F::attention_matrix(k.kind, q, kk, k.mix, k.opts).select(0, 0).select(0, head);
+  return a / (sum(a, {-1}, true) + 1e-300);
+}
+
+// Σ_b min(n_b, d): MHLA's rank bound (spec §4); linear attention's is min(N, d), softmax's N.
+int64_t rank_bound(const Kind& k, int64_t N, int64_t d) {
+  if (k.kind == F::AttentionKind::Softmax) return N;
+  if (k.kind == F::AttentionKind::Linear) return std::min(N, d);
+  int64_t bound = 0;
+  for (int64_t s = 0; s < N; s += k.opts.block_len) bound += std::min(std::min(k.opts.block_len, N - s), d);
+  return bound;
+}
+
+Row measure(const std::string& source, const Kind& k, const Tensor& q, const Tensor& kk, int64_t head,
+            const Config& o, bool want_rank, Tensor* map_out = nullptr) {
+  const int64_t N = q.size(2), d = q.size(3);
+  const Tensor a = head_map(k, q, kk, head);
+  Row r{source, k.name, N, d, head, -1, rank_bound(k, N, d), data::entropy_ratio(a, k.opts.causal)};
+  if (want_rank) r.rank = data::numerical_rank(a, o.rank_tol);
+  if (map_out) *map_out = a;
+  return r;
+}
+
+// ---------------------------------------------------------------- the three sources
+
+// Random q, k ~ N(0, 1) at growing N; heatmaps at N = 64, 256, 1024.
+std::vector<Row> random_sweep(const Config& o, lab::Report& rep) {
+  std::vector<Row> rows;
+  Generator gen(o.seed);
+  for (int64_t N = 64; N <= o.max_n; N *= 2) {
+    const Tensor q = randn({1, 1, N, o.d}, gen, float64), k = randn({1, 1, N, o.d}, gen, float64);
+    for (const Kind& kind : sweep_kinds(N, {4, 16, 64})) {
+      const bool picture = N == 64 || N == 256 || N == 1024;
+      Tensor a;
+      rows.push_back(measure("random", kind, q, k, 0, o, N <= o.rank_max_n, picture ? &a : nullptr));
+      if (picture) rep.heatmap(fmt::format("random_N{}_{}", N, lab::file_tag(kind.name)), {a}, N);
+    }
+    fmt::print("  random N = {} done\n", N);
+    std::fflush(stdout);
+  }
+  return rows;
+}
+
+struct VitData {
+  std::shared_ptr<vit::ViT> model;
+  Tensor images;  // the first max_n / 64 test images, normalised and padded as in training
+};
+
+VitData load_vit(const std::string& ckpt, int64_t count) {
+  const std::map<std::string, std::string> f = checkpoint_flags(ckpt);
+  std::vector<std::string> words;
+  for (const auto& [name, value] : f) words.insert(words.end(), {"--" + name, value});
+  const vit::Config cfg = vit::parse_config(words);
+  LINEA_CHECK(cfg.attn == "mhla", "[attention_lab] '{}' was trained with --attn {}; the lab reads an MHLA ViT", ckpt,
+              cfg.attn);
+  VitData v{std::make_shared<vit::ViT>(cfg), Tensor()};
+  gpt::load_weights(*v.model, ckpt);
+  v.model->eval();
+  // The normalisation of vit_fmnist: the training set's pixel statistics, black padding 28 -> 32.
+  const data::PixelStats stats = data::pixel_stats(data::load_fashion_mnist("train").images);
+  const Tensor test = data::load_fashion_mnist("test").images.narrow(0, 0, count);
+  v.images = data::pad_images(data::normalize_images(test, stats), 2, -stats.mean / stats.std);
+  return v;
+}
+
+// The trained ViT on one test image: every layer and head, softmax / linear / MHLA (its trained W).
+std::vector<Row> vit_image(const Config& o, const VitData& v, lab::Report& rep) {
+  NoGradGuard no_grad;
+  const Tensor img = v.images.narrow(0, o.image, 1);
+  const std::vector<LayerQK> layers =
+      capture_qk(*v.model->blocks, v.model->pos_embed->forward(v.model->patch->forward(img)));
+  std::vector<Row> rows;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const LayerQK& L = layers[l];
+    const int64_t N = L.q.size(2), M = L.mix.size(0);
+    const std::vector<Kind> kinds = {{"softmax", F::AttentionKind::Softmax, Tensor(), {}},
+                                     {"linear", F::AttentionKind::Linear, Tensor(), {}},
+                                     {fmt::format("mhla M={}", M), F::AttentionKind::MHLA, L.mix, {.block_len = N / M}}};
+    for (const Kind& kind : kinds) {
+      std::vector<Tensor> maps;
+      for (int64_t h = 0; h < L.q.size(1); ++h) {
+        Tensor a;
+        rows.push_back(measure(fmt::format("vit layer {}", l), kind, L.q, L.k, h, o, true, &a));
+        maps.push_back(a);
+      }
+      rep.heatmap_heads(fmt::format("vit_layer{}_{}", l, lab::file_tag(kind.name)), maps, N);
+    }
+  }
+  return rows;
+}
+
+// The trained ViT's q, k of one layer (head 0), pooled over N / 64 test images, at growing N.
+std::vector<Row> vit_sweep(const Config& o, const VitData& v) {
+  NoGradGuard no_grad;
+  const int64_t count = v.images.size(0);
+  const std::vector<LayerQK> layers =
+      capture_qk(*v.model->blocks, v.model->pos_embed->forward(v.model->patch->forward(v.images)));
+  const int64_t layer = o.layer < 0 ? int64_t(layers.size()) - 1 : o.layer;
+  LINEA_CHECK(layer < int64_t(layers.size()), "[attention_lab] --layer {} but the ViT has {} layers", o.layer,
+              layers.size());
+  // [count, H, 64, d] -> head 0's tokens of all images in a row: [1, 1, count·64, d]
+  auto pool = [&](const Tensor& t) { return t.select(1, 0).reshape({1, 1, count * t.size(2), t.size(3)}); };
+  const Tensor q = pool(layers[layer].q), k = pool(layers[layer].k);
+  std::vector<Row> rows;
+  const std::string source = fmt::format("vit pooled, layer {} head 0", layer);
+  for (int64_t N = 64; N <= q.size(2); N *= 2)
+    for (const Kind& kind : sweep_kinds(N, {4, 16, 64}))
+      rows.push_back(measure(source, kind, q.narrow(2, 0, N), k.narrow(2, 0, N), 0, o, N <= o.rank_max_n));
+  return rows;
+}
+
+// The trained char-GPT on a window of real text: causal maps (entropy, heatmaps) and the unmasked
+// maps of the same q, k (rank).
+std::vector<Row> gpt_window(const Config& o, const std::string& ckpt, lab::Report& rep) {
+  const std::map<std::string, std::string> f = checkpoint_flags(ckpt);
+  LINEA_CHECK(f.contains("attn") && f.at("attn") == "mhla",
+              "[attention_lab] '{}' was not trained with --attn mhla; the lab reads a causal-MHLA char_lm", ckpt);
+  const data::Vocab vocab = data::Vocab::load((fs::path(ckpt).parent_path() / "vocab.json").string());
+  gpt::ModelConfig mc{.attn = "mhla", .vocab = vocab.size(), .layers = std::stoll(f.at("layers")),
+                      .heads = std::stoll(f.at("heads")), .dim = std::stoll(f.at("dim")),
+                      .context = std::stoll(f.at("context")), .chunk = std::stoll(f.at("chunk")),
+                      .mlp_ratio = std::stod(f.at("mlp-ratio")), .dropout = 0, .tie = f.at("tie") == "on",
+                      .bias = f.at("bias") == "on"};
+  gpt::GPT model(mc);
+  gpt::load_weights(model, ckpt);
+  model.eval();
+  const std::string text_path = o.text.empty() ? data::default_corpus_path() : o.text;
+  const data::CharCorpus corpus = data::CharCorpus::from_file(text_path, vocab);
+  Generator gen(o.seed);
+  const Tensor window = corpus.get_batch("val", 1, mc.context, gen).x;
+  std::string shown = vocab.decode(window);
+  for (char& c : shown)
+    if (c == '\n') c = '|';
+  fmt::print("char-GPT window ({} characters of {}'s val split; '|' is a newline):\n  \"{}\"\n", mc.context, text_path,
+             shown);
+  NoGradGuard no_grad;
+  const std::vector<LayerQK> layers = capture_qk(*model.blocks, model.pos_emb->forward(model.tok_emb->forward(window)));
+  std::vector<Row> rows;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const LayerQK& L = layers[l];
+    const int64_t N = L.q.size(2), chunks = (N + mc.chunk - 1) / mc.chunk;
+    const Tensor mix = L.mix.narrow(0, 0, chunks).narrow(1, 0, chunks);  // the leading chunks, as MHLA::attend
+    const std::string mname = fmt::format("mhla M={}", chunks);
+    for (bool causal : {true, false}) {
+      // As the model: linear attention's φ = relu + eps, causal MHLA's relu and scale d^-1/2.
+      const std::vector<Kind> kinds = {
+          {"softmax", F::AttentionKind::Softmax, Tensor(), {.causal = causal}},
+          {"linear", F::AttentionKind::Linear, Tensor(), {.causal = causal}},
+          {mname, F::AttentionKind::MHLA, mix, {.causal = causal, .block_len = mc.chunk, .feature_map = F::FeatureMap::Relu}}};
+      for (const Kind& kind : kinds) {
+        std::vector<Tensor> maps;
+        for (int64_t h = 0; h < L.q.size(1); ++h) {
+          Tensor a;
+          Row r = measure(fmt::format("gpt layer {} {}", l, causal ? "causal" : "unmasked"), kind, L.q, L.k, h, o,
+                          !causal, &a);
+          rows.push_back(r);
+          maps.push_back(a);
+        }
+        if (causal) rep.heatmap_heads(fmt::format("gpt_layer{}_{}", l, lab::file_tag(kind.name)), maps, N);
+      }
+    }
+  }
+  return rows;
+}
+
+int run(const Config& o, const std::string& self_dir) {
+  LINEA_CHECK(o.max_n >= 64 && o.max_n <= 4096 && (o.max_n & (o.max_n - 1)) == 0,
+              "[attention_lab] --max-n must be a power of two in 64..4096, got {}", o.max_n);
+  LINEA_CHECK(o.d > 0 && o.d <= 256, "[attention_lab] --d must be in 1..256, got {}", o.d);
+  LINEA_CHECK(o.rank_tol > 0 && o.rank_tol < 1, "[attention_lab] --rank-tol must be in (0, 1), got {}", o.rank_tol);
+  LINEA_CHECK(o.image >= 0 && o.image < 10000, "[attention_lab] --image must be a test image, 0..9999, got {}", o.image);
+  fs::create_directories(o.out);
+  const std::string bin = o.bin.empty() ? self_dir : o.bin;
+  const int threads = omp_get_max_threads();
+  const std::string vit_ckpt = find_or_train(
+      o.vit, "runs/vit_fmnist_mhla/checkpoint.safetensors", o.out + "/vit_fmnist_mhla",
+      fmt::format("nice -n 10 {}/vit_fmnist --attn mhla --epochs 1 --holdout 50000 --threads {} --out {}/vit_fmnist_mhla",
+                  bin, threads, o.out),
+      "ViT-FMNIST (10k training images, 1 epoch)");
+  const std::string lm_ckpt = find_or_train(
+      o.lm, "runs/char_lm_mhla/checkpoint.safetensors", o.out + "/char_lm_mhla",
+      fmt::format("nice -n 10 {}/char_lm --attn mhla --steps 300 --eval-interval 300 --eval-batches 20 --threads {} "
+                  "--out {}/char_lm_mhla{}",
+                  bin, threads, o.out, o.text.empty() ? "" : " --data " + o.text),
+      "char-GPT (300 steps)");
+
+  lab::Report rep(o.out);
+  const auto t = Clock::now();
+  fmt::print("\nmeasuring (rank: singular values > {:g} x the largest, LAPACK dgesdd in float64, for N <= {}; "
+             "entropy: mean row entropy / log(keys in the row))\n",
+             o.rank_tol, o.rank_max_n);
+  const std::vector<Row> random = random_sweep(o, rep);
+  const VitData vit = load_vit(vit_ckpt, std::max<int64_t>(o.max_n / 64, o.image + 1));
+  const std::vector<Row> vit_img = vit_image(o, vit, rep);
+  const std::vector<Row> vit_pooled = vit_sweep(o, vit);
+  const std::vector<Row> gpt = gpt_window(o, lm_ckpt, rep);
+  fmt::print("measured in {:.0f} s\n", seconds_since(t));
+
+  rep.sweep_table("random q, k ~ N(0, 1)", random);
+  rep.sweep_table(vit_pooled.front().source + ", tokens of N/64 test images (trained q, k; W: block-distance init)",
+                  vit_pooled);
+  rep.trained_table("ViT-FMNIST, one test image (64 tokens, MHLA with its trained W); mean over heads", vit_img);
+  rep.trained_table("char-GPT, one text window: entropy on the causal maps, rank on the unmasked ones; mean over heads",
+                    gpt);
+  rep.claims(random, "random");
+  rep.claims(vit_pooled, "vit pooled");
+  rep.plots("random", random);
+  rep.plots("vit", vit_pooled);
+  std::vector<Row> all = random;
+  for (const auto* v : {&vit_pooled, &vit_img, &gpt}) all.insert(all.end(), v->begin(), v->end());
+  rep.csv("rank_entropy.csv", all);
+  rep.files_written();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (flags::help_requested("attention_lab", flag_table(), args)) return 0;
+  try {
+    const Config o = flags::parse_flags("attention_lab", flag_table(), args);
+    if (o.threads > 0) omp_set_num_threads(int(o.threads));
+    return run(o, fs::absolute(argv[0]).parent_path().string());
+  } catch (const Error& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,221 @@
+// attention_lab's output (lab_report.h).
+#include "lab_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include <fmt/core.h>
+
+#include "data/plot.h"
+
+namespace lab {
+
+using linea::Tensor;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The kinds in the order they first appear, and the distinct values of N.
+std::vector<std::string> kinds_of(const std::vector<Row>& rows) {
+  std::vector<std::string> k;
+  for (const Row& r : rows)
+    if (std::find(k.begin(), k.end(), r.kind) == k.end()) k.push_back(r.kind);
+  return k;
+}
+
+std::vector<int64_t> ns_of(const std::vector<Row>& rows) {
+  std::vector<int64_t> n;
+  for (const Row& r : rows)
+    if (std::find(n.begin(), n.end(), r.N) == n.end()) n.push_back(r.N);
+  return n;
+}
+
+const Row* find(const std::vector<Row>& rows, const std::string& kind, int64_t N) {
+  for (const Row& r : rows)
+    if (r.kind == kind && r.N == N) return &r;
+  return nullptr;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+}  // namespace
+
+std::string file_tag(const std::string& kind) {
+  std::string t;
+  for (char c : kind)
+    if (c == ' ') t += '_';
+    else if (c != '=') t += c;
+  return t;
+}
+
+Report::Report(std::string out_dir) : out_(std::move(out_dir)) { fs::create_directories(out_ + "/heatmaps"); }
+
+void Report::heatmap(const std::string& name, const std::vector<Tensor>& maps, int64_t N) {
+  const std::string path = fmt::format("{}/heatmaps/{}.png", out_, name);
+  linea::plot::write_heatmap_png(path, maps, {.vmin = 0.01 / double(N), .vmax = 1, .log = true},
+                                 {.pixel = std::max<int64_t>(1, 256 / N), .gap = 4});
+  heatmaps_.push_back(path);
+}
+
+void Report::heatmap_heads(const std::string& name, const std::vector<Tensor>& heads, int64_t N) {
+  Tensor mean = heads[0];
+  for (size_t h = 1; h < heads.size(); ++h) mean = mean + heads[h];
+  std::vector<Tensor> maps = heads;
+  maps.push_back(mean / double(heads.size()));
+  heatmap(name, maps, N);
+}
+
+void Report::sweep_table(const std::string& title, const std::vector<Row>& rows) const {
+  const std::vector<std::string> kinds = kinds_of(rows);
+  fmt::print("\n{} (d = {}): rank (/ bound) and entropy ratio\n{:>6}", title, rows.front().d, "N");
+  for (const std::string& k : kinds) fmt::print(" | {:<17}", k);
+  fmt::print("\n");
+  for (int64_t N : ns_of(rows)) {
+    fmt::print("{:>6}", N);
+    for (const std::string& k : kinds) {
+      const Row* r = find(rows, k, N);
+      if (!r) {
+        fmt::print(" | {:<17}", "");
+        continue;
+      }
+      const std::string rank = r->rank < 0 ? "-" : fmt::format("{}/{}", r->rank, r->bound);
+      fmt::print(" | {:>10} {:.3f}", rank, r->entropy);
+    }
+    fmt::print("\n");
+  }
+}
+
+void Report::trained_table(const std::string& title, const std::vector<Row>& rows) const {
+  const std::vector<std::string> kinds = kinds_of(rows);
+  fmt::print("\n{}\n{:<24}", title, "layer (N, d)");
+  for (const std::string& k : kinds) fmt::print(" | {:<20}", k + " rank  ent");
+  fmt::print("\n");
+  std::vector<std::string> sources;
+  for (const Row& r : rows)
+    if (std::find(sources.begin(), sources.end(), r.source) == sources.end()) sources.push_back(r.source);
+  for (const std::string& s : sources) {
+    const Row* any = nullptr;
+    std::string line;
+    for (const std::string& k : kinds) {
+      double rank = 0, ent = 0;
+      int64_t n = 0, bound = 0;
+      bool ranked = true;
+      for (const Row& r : rows)
+        if (r.source == s && r.kind == k) {
+          rank += double(r.rank), ent += r.entropy, bound = r.bound, ++n, any = &r;
+          ranked = ranked && r.rank >= 0;
+        }
+      if (n == 0) continue;
+      const std::string rk = ranked ? fmt::format("{:.1f}/{}", rank / double(n), bound) : "-";
+      line += fmt::format(" | {:>13} {:.3f}", rk, ent / double(n));
+    }
+    fmt::print("{:<24}{}\n", fmt::format("{} ({}, {})", s, any->N, any->d), line);
+  }
+}
+
+void Report::claims(const std::vector<Row>& rows, const std::string& label) const {
+  auto verdict = [](bool ok) { return ok ? "holds" : "DOES NOT HOLD"; };
+  const int64_t d = rows.front().d;
+  fmt::print("\nthe paper's claims, {} (measured):\n", label);
+  // 1. linear: rank <= d at every N.
+  std::vector<std::string> lin_rank, lin_ent;
+  bool rank_ok = true, ent_rising = true;
+  double prev = -1, first = 0, last = 0;
+  for (const Row& r : rows)
+    if (r.kind == "linear") {
+      if (r.rank >= 0) lin_rank.push_back(fmt::format("{}", r.rank)), rank_ok = rank_ok && r.rank <= d;
+      lin_ent.push_back(fmt::format("{:.3f}", r.entropy));
+      ent_rising = ent_rising && r.entropy >= prev;
+      if (prev < 0) first = r.entropy;
+      prev = last = r.entropy;
+    }
+  fmt::print("  linear attention's rank <= d = {} at every N: {} (ranks {})\n", d, verdict(rank_ok), join(lin_rank));
+  fmt::print("  linear attention's entropy ratio rises toward 1 with N: {} ({}; {:.3f} -> {:.3f})\n",
+             verdict(ent_rising && last > first), join(lin_ent), first, last);
+  // 2. MHLA: rank > d once N > d; at each N rising with M, never above Σ min(n_b, d).
+  bool above_d = true, grows = true, under = true;
+  int64_t at_bound = 0, ranked = 0;
+  std::vector<std::string> per_n;
+  for (int64_t N : ns_of(rows)) {
+    int64_t prev_rank = -1;
+    std::vector<std::string> r_n;
+    for (const Row& r : rows)
+      if (r.N == N && r.kind.starts_with("mhla") && r.rank >= 0) {
+        if (N > d) above_d = above_d && r.rank > d;
+        grows = grows && r.rank >= prev_rank;
+        under = under && r.rank <= r.bound;
+        at_bound += r.rank == r.bound, ++ranked;
+        prev_rank = r.rank;
+        r_n.push_back(fmt::format("{}/{}", r.rank, r.bound));
+      }
+    if (!r_n.empty()) per_n.push_back(fmt::format("N={}: {}", N, join(r_n)));
+  }
+  fmt::print("  MHLA's rank > d once N > d: {}\n", verdict(above_d));
+  fmt::print("  MHLA's rank grows with M up to the bound sum_b min(n_b, d): {} ({} of {} maps at the bound; {})\n",
+             verdict(grows && under), at_bound, ranked, join(per_n));
+  // 3. softmax: full rank.
+  bool full = true;
+  std::vector<std::string> sm;
+  for (const Row& r : rows)
+    if (r.kind == "softmax" && r.rank >= 0) full = full && r.rank == r.N, sm.push_back(fmt::format("{}/{}", r.rank, r.N));
+  fmt::print("  softmax is full rank: {} ({})\n", verdict(full), join(sm));
+}
+
+void Report::plots(const std::string& prefix, const std::vector<Row>& rows) {
+  if (!linea::plot::gnuplot_available()) {
+    fmt::print("\n(no gnuplot here: {}_rank.png and {}_entropy.png not drawn; apt-get install gnuplot-nox)\n", prefix,
+               prefix);
+    return;
+  }
+  linea::plot::LinePlot rank{.title = fmt::format("{}: numerical rank of the N x N map", prefix), .xlabel = "N",
+                             .ylabel = "rank", .logx = true, .logy = true, .series = {}};
+  linea::plot::LinePlot ent{.title = fmt::format("{}: mean row entropy / log N", prefix), .xlabel = "N",
+                            .ylabel = "entropy ratio", .logx = true, .series = {}};
+  for (const std::string& k : kinds_of(rows)) {
+    linea::plot::Series r{k, {}, {}}, e{k, {}, {}};
+    for (const Row& row : rows)
+      if (row.kind == k) {
+        if (row.rank >= 0) r.x.push_back(double(row.N)), r.y.push_back(double(row.rank));
+        e.x.push_back(double(row.N)), e.y.push_back(row.entropy);
+      }
+    if (!r.x.empty()) rank.series.push_back(r);
+    ent.series.push_back(e);
+  }
+  std::vector<double> ns, ds;
+  for (const linea::plot::Series& s : rank.series)
+    if (s.x.size() > ns.size()) ns = s.x;
+  ds.assign(ns.size(), double(rows.front().d));
+  rank.series.push_back({fmt::format("d = {}", rows.front().d), ns, ds});
+  for (const auto& [plot, name] : {std::pair{&rank, "rank"}, std::pair{&ent, "entropy"}}) {
+    const std::string path = fmt::format("{}/{}_{}.png", out_, prefix, name);
+    linea::plot::line_plot(path, *plot);
+    others_.push_back(path);
+  }
+}
+
+void Report::csv(const std::string& name, const std::vector<Row>& rows) {
+  const std::string path = out_ + "/" + name;
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  LINEA_CHECK(f != nullptr, "[attention_lab] cannot write {}", path);
+  fmt::print(f, "source,kind,N,d,head,rank,rank_bound,entropy_ratio\n");
+  for (const Row& r : rows)
+    fmt::print(f, "{},{},{},{},{},{},{},{:.6f}\n", r.source, r.kind, r.N, r.d, r.head, r.rank < 0 ? "" : std::to_string(r.rank),
+               r.bound, r.entropy);
+  LINEA_CHECK(std::fclose(f) == 0, "[attention_lab] cannot write {}", path);
+  others_.push_back(path);
+}
+
+void Report::files_written() const {
+  fmt::print("\nwritten:\n  {} heatmaps in {}/heatmaps/ (log colour scale from 0.01/N, dark, to 1, yellow; "
+             "per head, the last tile the mean)\n",
+             heatmaps_.size(), out_);
+  for (const std::string& p : others_) fmt::print("  {}\n", p);
+}
+
+}  // namespace lab

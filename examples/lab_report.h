@@ -1,0 +1,50 @@
+// What attention_lab writes: heatmaps (PNG), the rank/entropy tables (stdout), the claims of the
+// MHLA paper checked against the measured rows, line plots (PNG) and one CSV of every row.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <linea/linea.h>
+
+namespace lab {
+
+// One measured map: where its q, k came from, which kind of attention, and the two numbers.
+struct Row {
+  std::string source;  // "random", "vit layer 2", "gpt layer 0 causal", ...
+  std::string kind;    // "softmax", "linear", "mhla M=16"
+  int64_t N = 0, d = 0;
+  int64_t head = 0;
+  int64_t rank = -1;   // -1: not measured (N above --rank-max-n, or a causal map)
+  int64_t bound = 0;   // the rank bound: N, min(N, d) or Σ_b min(n_b, d)
+  double entropy = 0;  // mean row entropy / log(keys in the row)
+};
+
+// "mhla M=16" -> "mhla_M16": the kind's part of a file name.
+std::string file_tag(const std::string& kind);
+
+class Report {
+ public:
+  explicit Report(std::string out_dir);
+
+  // <out>/heatmaps/<name>.png: the maps side by side on one log colour scale for N tokens,
+  // [0.01/N, 1] (uniform attention, 1/N, is the middle of the scale).
+  void heatmap(const std::string& name, const std::vector<linea::Tensor>& maps, int64_t N);
+  // The same with the heads' mean appended as the last map.
+  void heatmap_heads(const std::string& name, const std::vector<linea::Tensor>& heads, int64_t N);
+
+  void sweep_table(const std::string& title, const std::vector<Row>& rows) const;    // one line per N
+  void trained_table(const std::string& title, const std::vector<Row>& rows) const;  // per source, mean over heads
+  // The paper's claims on a sweep's rows, each printed as holds / DOES NOT HOLD with the numbers.
+  void claims(const std::vector<Row>& rows, const std::string& label) const;
+  // <out>/<prefix>_rank.png and <prefix>_entropy.png against N (skipped, with a note, without gnuplot).
+  void plots(const std::string& prefix, const std::vector<Row>& rows);
+  void csv(const std::string& name, const std::vector<Row>& rows);
+  void files_written() const;
+
+ private:
+  std::string out_;
+  std::vector<std::string> heatmaps_, others_;
+};
+
+}  // namespace lab
