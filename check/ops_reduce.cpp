@@ -44,9 +44,9 @@ std::vector<OpCase> reduce_cases() {
   for (int64_t d : {0, 1, 2, -1}) {
     const std::string tag = fmt::format(" dim {}", d);
     c.push_back({"softmax" + tag, {{3, 4, 5}}, [=](V x) { return softmax(x[0], d); }, R});
-    c.push_back({"softmax" + tag + ", transposed", {transposed({3, 4, 5})}, [=](V x) { return softmax(x[0], d); }, R});
+    c.push_back({"softmax" + tag + " transposed", {transposed({3, 4, 5})}, [=](V x) { return softmax(x[0], d); }, R});
     c.push_back({"log_softmax" + tag, {{3, 4, 5}}, [=](V x) { return log_softmax(x[0], d); }, R});
-    c.push_back({"log_softmax" + tag + ", transposed", {transposed({3, 4, 5})},
+    c.push_back({"log_softmax" + tag + " transposed", {transposed({3, 4, 5})},
                  [=](V x) { return log_softmax(x[0], d); }, R});
   }
   for (int64_t d = 0; d < 3; ++d)
