@@ -8,22 +8,7 @@ std::vector<OpCase> elementwise_cases() {
   using V = const std::vector<Tensor>&;
   const Tol E = Tol::Elementwise;
   std::vector<OpCase> c = {
-      // ---- unary
-      {"neg", {{3, 4}}, [](V x) { return neg(x[0]); }},
-      {"exp", {{3, 4}}, [](V x) { return exp(x[0]); }},
-      {"log", {{3, 4}}, [](V x) { return log(pos(x[0])); }},
-      {"sqrt", {{3, 4}}, [](V x) { return sqrt(pos(x[0])); }},
-      {"rsqrt", {{3, 4}}, [](V x) { return rsqrt(pos(x[0])); }},
-      {"tanh", {{3, 4}}, [](V x) { return tanh(x[0]); }},
-      {"sigmoid", {{3, 4}}, [](V x) { return sigmoid(x[0]); }},
-      {"relu", {{3, 4}}, [](V x) { return relu(x[0]); }},
-      {"gelu erf", {{3, 4}}, [](V x) { return gelu(x[0]); }},
-      {"gelu tanh", {{3, 4}}, [](V x) { return gelu(x[0], GeluApprox::Tanh); }},
-      {"silu", {{3, 4}}, [](V x) { return silu(x[0]); }},
-      {"abs", {{3, 4}}, [](V x) { return abs(x[0]); }},
-      {"pow scalar", {{3, 4}}, [](V x) { return pow(pos(x[0]), 2.5); }},
-      {"pow negative scalar", {{3, 4}}, [](V x) { return pow(pos(x[0]), -1.5); }},
-      {"clamp", {{3, 4}}, [](V x) { return clamp(x[0], -0.5, 0.7); }},
+      // ---- unary (more below)
       {"unary on a transposed view", {{4, 3}}, [](V x) { return tanh(x[0].t()); }},
       {"unary of a sliced view", {{4, 6}}, [](V x) { return tanh(x[0].slice(1, 1, 6, 2)); }},
       {"unary, large contiguous (vector path)", {{1027, 5}}, [](V x) { return sigmoid(x[0]); }},
@@ -57,6 +42,31 @@ std::vector<OpCase> elementwise_cases() {
       {"tril + triu of a transposed view", {{2, 3, 3}},
        [](V x) { return tril(x[0], 1) + triu(x[0].transpose(1, 2), -1) * 2.0; }},
   };
+  // Every unary op on a contiguous and on a transposed leaf. Domains: positive for log, sqrt,
+  // rsqrt and pow; N(0, 1) elsewhere, where kinks (relu, abs, clamp's bounds) are hit with
+  // probability 0.
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> unary = {
+      {"neg", [](const Tensor& x) { return neg(x); }},
+      {"exp", [](const Tensor& x) { return exp(x); }},
+      {"log", [](const Tensor& x) { return log(pos(x)); }},
+      {"sqrt", [](const Tensor& x) { return sqrt(pos(x)); }},
+      {"rsqrt", [](const Tensor& x) { return rsqrt(pos(x)); }},
+      {"tanh", [](const Tensor& x) { return tanh(x); }},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+      {"relu", [](const Tensor& x) { return relu(x); }},
+      {"gelu erf", [](const Tensor& x) { return gelu(x); }},
+      {"gelu tanh", [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); }},
+      {"silu", [](const Tensor& x) { return silu(x); }},
+      {"abs", [](const Tensor& x) { return abs(x); }},
+      {"pow scalar", [](const Tensor& x) { return pow(pos(x), 2.5); }},
+      {"pow negative scalar", [](const Tensor& x) { return pow(pos(x), -1.5); }},
+      {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.7); }},
+  };
+  for (const auto& [name, op] : unary) {
+    auto f = [op](V x) { return op(x[0]); };
+    c.push_back({name, {{3, 4}}, f});
+    c.push_back({name + " of a transposed leaf", {transposed({3, 4})}, f});
+  }
   // Every binary op on every kind of operand pair its backward must handle: broadcasting both
   // ways (summed gradients), a 0-d operand on either side, transposed and strided leaves, and a
   // constant operand. div's divisor and pow's base are made positive.

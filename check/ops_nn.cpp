@@ -129,6 +129,16 @@ std::vector<OpCase> nn_cases() {
     add_mhla(c, "mhla_composite", wide, fm, false, false);
     add_mhla(c, "mhla_composite", wide, fm, true, false);
   }
+  // The official vision code's normaliser (equal blocks only). q is made positive: a query whose
+  // φ(q) is all eps has a normaliser near eps, outputs near 1/eps, and central differences of
+  // such a loss lose their digits to rounding.
+  for (F::FeatureMap fm : {F::FeatureMap::ReluEps, F::FeatureMap::Elu1})
+    c.push_back({fmt::format("mhla official normaliser N=9 L=3 d=2 dv=3 {}", map_name(fm)),
+                 {{2, 2, 9, 2}, {2, 2, 9, 2}, {2, 2, 9, 3}, {3, 3}},
+                 [fm](V x) {
+                   const F::MHLAOptions o{.block_len = 3, .feature_map = fm, .official_normalizer = true};
+                   return F::mhla(pos(x[0]), x[1], x[2], sigmoid(x[3]), o);
+                 }, R});
   return c;
 }
 
