@@ -61,6 +61,11 @@ const World& init() {
 
 const World& world() { return g_world; }
 
+Shard shard(int64_t n) {
+  const int64_t begin = n * g_world.rank / g_world.size, end = n * (g_world.rank + 1) / g_world.size;
+  return {begin, end - begin};
+}
+
 Work::Work() = default;
 Work::Work(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Work::Work(Work&&) noexcept = default;

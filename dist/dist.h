@@ -44,6 +44,13 @@ void barrier();
 // True on every rank when `flag` is true on any (e.g. "stop": Ctrl-C reached one process).
 bool any(bool flag);
 
+// This rank's contiguous part of n items (the rows of a global batch, a test set): rank r gets
+// [n·r/size, n·(r+1)/size), so the parts are in rank order and differ in size by at most one.
+struct Shard {
+  int64_t begin = 0, size = 0;
+};
+Shard shard(int64_t n);
+
 // An all_reduce in flight (from all_reduce_async): the tensor must be left alone until wait()
 // returns. test() lets MPI progress it (OpenMPI moves non-blocking collectives along only inside
 // MPI calls) and says whether it is done. Destroying a Work that was not waited for waits.
