@@ -6,6 +6,7 @@
 #   make mqar    associative recall: softmax vs linear vs MHLA at a few sequence lengths
 #   make bench   the kernel benchmarks (bench/) and the examples' training-step benchmarks
 #   make build   setup + configure + build everything;  make clean  removes the build dir
+#   make train-dist NP=2   make train's ViT, data-parallel over NP processes (mpirun, THREADS each)
 # BUILD_DIR (default build) and JOBS (default 2) can be overridden: make test JOBS=8
 
 BUILD_DIR ?= build
@@ -20,7 +21,7 @@ export OMP_WAIT_POLICY ?= passive
 # Setup is idempotent and fast when everything is installed, so every entry point runs it.
 CONFIGURE = scripts/setup.sh && cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: train test build clean lm mqar bench
+.PHONY: train test build clean lm mqar bench train-dist
 
 train:
 	$(CONFIGURE)
@@ -57,3 +58,15 @@ bench:
 	$(BUILD_DIR)/bench/bench_attention
 	$(BUILD_DIR)/examples/vit_fmnist --bench 20 --attn all
 	$(BUILD_DIR)/examples/char_lm --bench 20 --attn all
+
+# Data-parallel make train: NP processes (default 2) of THREADS OpenMP threads (default 1), each
+# training on its NP-th of every batch; rank 0 prints and writes runs/vit_fmnist_mhla. The
+# OMPI_ALLOW_RUN_AS_ROOT pair lets it run as root (containers, CI).
+NP ?= 2
+THREADS ?= 1
+train-dist:
+	$(CONFIGURE)
+	scripts/prepare_data.sh fmnist
+	cmake --build $(BUILD_DIR) -j$(JOBS) --target vit_fmnist
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np $(NP) --oversubscribe --bind-to none \
+	  -x OMP_WAIT_POLICY $(BUILD_DIR)/examples/vit_fmnist --attn mhla --threads $(THREADS)

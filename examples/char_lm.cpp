@@ -7,6 +7,7 @@
 //   char_lm --load runs/char_lm_mhla/checkpoint.safetensors --sample 500   sample only
 //   char_lm --bench 20 --attn all            median time per training step of each attention kind
 //   char_lm --help                           every flag with its default
+//   mpirun -np 2 char_lm --threads 1          data-parallel: each process trains on half of every batch
 //
 // The defaults are nanoGPT's CPU config (4 layers, 4 heads, width 128, context 64, batch 12, 2000
 // steps, lr 1e-3 with 100 warm-up steps and cosine decay to 1e-4, weight decay 0.1, grad clip 1,
@@ -35,6 +36,7 @@
 #include "data/text.h"
 #include "flags.h"
 #include "bench_steps.h"
+#include "dist_run.h"
 #include "gpt_model.h"
 
 using namespace linea;
@@ -126,6 +128,10 @@ void check(const Config& o) {
   if (!o.load.empty() && o.sample == 0) fail("--load samples from a checkpoint: give --sample N");
   if (!o.load.empty() && !o.resume.empty()) fail("--load and --resume do not go together");
   if (o.prompt.empty()) fail("--prompt must not be empty");
+  if (const int n = dist::world().size; n > 1) {
+    if (o.batch % n != 0) fail(fmt::format("--batch {} does not split evenly over {} processes", o.batch, n));
+    if (!o.trace.empty()) fail("--trace records a single process's run: run it without mpirun");
+  }
 }
 
 gpt::ModelConfig model_config(const Config& o, int64_t vocab) {
@@ -202,10 +208,14 @@ BenchRow bench_one(Config o, const std::string& attn, Device dev) {
   auto model = std::make_shared<gpt::GPT>(model_config(o, 65));
   nn::to(*model, dev);
   gpt::Trainer trainer(model, optim_config(o));
+  if (dist::world().size > 1) trainer.distribute();
   Generator gen(o.seed);
-  const Tensor x = randint(0, 65, {o.batch, o.context}, gen).to(dev);
-  const Tensor y = randint(0, 65, {o.batch, o.context}, gen).to(dev);
-  return time_steps(o.bench, double(o.batch * o.context), dev, [&] { return trainer.train_step(x, y); });
+  const int64_t rows = dist::shard(o.batch).size;  // under mpirun: this rank's share of the batch
+  const Tensor x = randint(0, 65, {rows, o.context}, gen).to(dev);
+  const Tensor y = randint(0, 65, {rows, o.context}, gen).to(dev);
+  BenchRow row = time_steps(o.bench, double(o.batch * o.context), dev, [&] { return trainer.train_step(x, y); });
+  if (trainer.data_parallel) print_comm_share(*trainer.data_parallel, row);
+  return row;
 }
 
 int run_bench(const Config& o, Device dev) {
@@ -233,29 +243,50 @@ int run_train(const Config& o, Device dev) {
   std::string out = o.out.empty() ? "runs/char_lm_" + o.attn : o.out;
   if (o.out.empty() && !o.resume.empty()) out = std::filesystem::path(o.resume).parent_path().string();
   if (out.empty()) out = ".";
-  std::filesystem::create_directories(out);
   const std::string ckpt = out + "/checkpoint.safetensors", csv_path = out + "/metrics.csv";
   const std::string data_path = o.data.empty() ? data::default_corpus_path() : o.data;
   // A resumed run keeps the ids it was trained with.
   const data::CharCorpus corpus = o.resume.empty() ? data::CharCorpus::from_file(data_path)
                                                    : data::CharCorpus::from_file(data_path, data::Vocab::load(vocab_beside(o.resume)));
-  corpus.vocab().save(out + "/vocab.json");
-  std::ofstream(out + "/config.txt") << flags::flags_line(flag_table(), o) << "\n";
+  if (dist::is_main()) {  // under mpirun, rank 0 writes the run's files
+    std::filesystem::create_directories(out);
+    corpus.vocab().save(out + "/vocab.json");
+    std::ofstream(out + "/config.txt") << flags::flags_line(flag_table(), o) << "\n";
+  }
 
   manual_seed(o.seed);
   auto model = std::make_shared<gpt::GPT>(model_config(o, corpus.vocab().size()));
   nn::to(*model, dev);  // before the optimizer, which then keeps its state on dev too
   gpt::Trainer trainer(model, optim_config(o));
+  if (dist::world().size > 1) trainer.distribute();
+  // Under mpirun each rank estimates a loss on every N-th batch; the ranks' sums give the mean.
+  auto mean_loss = [&](const std::vector<std::pair<Tensor, Tensor>>& batches) {
+    const dist::World& w = dist::world();
+    if (w.size == 1) return gpt::mean_loss(*model, batches);
+    std::vector<std::pair<Tensor, Tensor>> mine;
+    for (size_t i = w.rank; i < batches.size(); i += w.size) mine.push_back(batches[i]);
+    const double n = double(mine.size());
+    const std::vector<double> s = examples::sum_over_ranks({gpt::mean_loss(*model, mine) * n, n});
+    return s[0] / s[1];
+  };
   const auto val_batches = fixed_batches(corpus, "val", o, data::derive_seed(o.seed, 1, 2), dev);
-  fmt::print("char_lm: {} attention, {} parameters, vocab {}, {} train / {} val characters of {}, {} threads\n", o.attn,
-             model->num_trainable(), corpus.vocab().size(), corpus.size("train"), corpus.size("val"), data_path,
-             omp_get_max_threads());
+  fmt::print("char_lm: {} attention, {} parameters, vocab {}, {} train / {} val characters of {}, {} process(es) x {} "
+             "threads\n", o.attn, model->num_trainable(), corpus.vocab().size(), corpus.size("train"), corpus.size("val"),
+             data_path, dist::world().size, omp_get_max_threads());
 
   // The running mean of the training loss since the last evaluation, and the clock.
   double loss_sum = 0, seconds = 0;
   int64_t loss_count = 0;
+  // The running loss sum over all ranks: every rank adds its rows' mean each step (and, resumed,
+  // starts from the saved sum), so the mean over the ranks is the sum of the global batch means.
+  auto global_loss_sum = [&] {
+    const int n = dist::world().size;
+    return n == 1 ? loss_sum : examples::sum_over_ranks({loss_sum})[0] / n;
+  };
   auto save = [&] {
-    trainer.save(ckpt, {{"config", flags::flags_line(flag_table(), o)}, {"loss_sum", fmt::format("{}", loss_sum)},
+    const double sum = global_loss_sum();
+    if (!dist::is_main()) return;
+    trainer.save(ckpt, {{"config", flags::flags_line(flag_table(), o)}, {"loss_sum", fmt::format("{}", sum)},
                         {"loss_count", std::to_string(loss_count)}, {"seconds", fmt::format("{}", seconds)}});
   };
   if (!o.resume.empty()) {
@@ -276,7 +307,7 @@ int run_train(const Config& o, Device dev) {
         fmt::print(trace, "val {}\n", fmt::join(window_offsets(corpus, "val", o, gen), " "));
     }
   }
-  std::FILE* csv = std::fopen(csv_path.c_str(), o.resume.empty() ? "w" : "a");
+  std::FILE* csv = std::fopen(dist::is_main() ? csv_path.c_str() : "/dev/null", o.resume.empty() ? "w" : "a");
   if (csv == nullptr) fail("cannot write " + csv_path);
   if (o.resume.empty()) fmt::print(csv, "step,lr,train_loss,val_loss,val_bpc,seconds\n");
 
@@ -287,8 +318,10 @@ int run_train(const Config& o, Device dev) {
   auto t = Clock::now();
   while (trainer.step() < o.steps) {
     const data::TextBatch b = train_batch(corpus, o, trainer.step());
+    const dist::Shard rows = dist::shard(o.batch);  // under mpirun: this rank's windows of the batch
     const double lr = trainer.lr();
-    const gpt::StepStats st = trainer.train_step(b.x.to(dev), b.y.to(dev));
+    const gpt::StepStats st = trainer.train_step(b.x.narrow(0, rows.begin, rows.size).contiguous().to(dev),
+                                                 b.y.narrow(0, rows.begin, rows.size).contiguous().to(dev));
     loss_sum += st.loss;
     ++loss_count;
     if (trace) {
@@ -297,7 +330,7 @@ int run_train(const Config& o, Device dev) {
                  fmt::join(window_offsets(corpus, "train", o, gen), " "));
     }
     progress.update(trainer.step(), {{"loss", loss_sum / double(loss_count)}, {"lr", trainer.lr()}});
-    if (interrupted) {
+    if (dist::any(interrupted)) {  // all ranks stop at the same step
       seconds += seconds_since(t);
       save();
       fmt::print("\nstopped at step {}: resume with --resume {}\n", trainer.step(), ckpt);
@@ -306,8 +339,8 @@ int run_train(const Config& o, Device dev) {
     }
     if (trainer.step() % o.eval_interval == 0 || trainer.step() == o.steps) {
       seconds += seconds_since(t);  // evaluation time is not training time
-      val = gpt::mean_loss(*model, val_batches);
-      train_avg = loss_sum / double(loss_count);
+      val = mean_loss(val_batches);
+      train_avg = global_loss_sum() / double(loss_count);
       fmt::print(csv, "{},{:.6g},{:.6f},{:.6f},{:.6f},{:.1f}\n", trainer.step(), trainer.lr(), train_avg, val,
                  bits(val), seconds);
       std::fflush(csv);
@@ -328,14 +361,14 @@ int run_train(const Config& o, Device dev) {
     std::fclose(trace);
   }
   // The final estimates over the same number of windows in both splits (nanoGPT's estimate_loss).
-  const double train = gpt::mean_loss(*model, fixed_batches(corpus, "train", o, data::derive_seed(o.seed, 1, 3), dev));
-  if (std::isnan(val)) val = gpt::mean_loss(*model, val_batches);  // resumed a finished run
+  const double train = mean_loss(fixed_batches(corpus, "train", o, data::derive_seed(o.seed, 1, 3), dev));
+  if (std::isnan(val)) val = mean_loss(val_batches);  // resumed a finished run
   progress.finish(fmt::format("| train loss {:.4f} ({:.3f} bpc) | val loss {:.4f} ({:.3f} bpc)", train, bits(train), val,
                               bits(val)));
   fmt::print("char_lm {}: val loss {:.4f} nats ({:.3f} bpc), train {:.4f}, after {} steps, {} of training ({:.1f} ms/step); {}\n",
              o.attn, val, bits(val), train, trainer.step(), data::format_duration(seconds),
              1e3 * seconds / double(std::max<int64_t>(trainer.step(), 1)), out);
-  if (o.sample > 0) {
+  if (o.sample > 0 && dist::is_main()) {
     nn::to(*model, Device::cpu());  // generation goes token by token: the CPU's job
     fmt::print("---- sample ----\n{}\n", sample_text(*model, corpus.vocab(), o));
   }
@@ -348,6 +381,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (flags::help_requested("char_lm", flag_table(), args)) return 0;
   try {
+    examples::join_job();
     Config o = flags::parse_flags("char_lm", flag_table(), args);
     if (!o.resume.empty()) o = config_from_checkpoint(o.resume, args);
     if (!o.load.empty()) o = config_from_checkpoint(o.load, args);

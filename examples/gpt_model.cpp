@@ -229,6 +229,7 @@ StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
 
   t = std::chrono::steady_clock::now();
   loss.backward();
+  if (data_parallel) data_parallel->synchronize();  // the mean gradient over the ranks
   s.backward_s = seconds_since(t);
 
   t = std::chrono::steady_clock::now();
@@ -240,6 +241,10 @@ StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
   ++step_;
   s.update_s = seconds_since(t);
   return s;
+}
+
+void Trainer::distribute(dist::DataParallelOptions opts) {
+  data_parallel = std::make_unique<dist::DataParallel>(*model, opts);
 }
 
 void Trainer::save(const std::string& path, nn::Metadata meta) const {

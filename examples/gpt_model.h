@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include <linea/dist/data_parallel.h>
 #include <linea/linea.h>
 
 namespace gpt {
@@ -106,6 +107,10 @@ class Trainer {
   StepStats train_step(const Tensor& x, const Tensor& y);
   double lr() const;  // the lr the next step uses
   int64_t step() const { return step_; }
+  // Data-parallel from here on: rank 0's weights everywhere, and each train_step averages the
+  // gradients over the ranks before clipping and the update. Each rank passes its shard of the
+  // global batch to train_step.
+  void distribute(linea::dist::DataParallelOptions opts = {});
 
   // model + optimizer + `meta` (plus "step") in one safetensors file; load returns the metadata.
   void save(const std::string& path, linea::nn::Metadata meta) const;
@@ -113,6 +118,7 @@ class Trainer {
 
   std::shared_ptr<GPT> model;
   std::unique_ptr<linea::nn::AdamW> optimizer;
+  std::unique_ptr<linea::dist::DataParallel> data_parallel;  // set by distribute()
 
  private:
   OptimConfig opts_;

@@ -7,6 +7,7 @@
 //   vit_fmnist --eval runs/vit_fmnist_mhla/checkpoint.safetensors     test accuracy only
 //   vit_fmnist --bench 20 --attn all    median time per training step of each attention kind
 //   vit_fmnist --help                   every flag with its default
+//   mpirun -np 2 vit_fmnist --threads 1 data-parallel: each process trains on half of every batch
 //
 // The model, its options and the training step live in vit_model.h; this file is the program
 // around them: data, the epoch loop, evaluation, checkpoints, metrics and the benchmark.
@@ -31,6 +32,7 @@
 #include "data/progress.h"
 #include "flags.h"
 #include "bench_steps.h"
+#include "dist_run.h"
 #include "vit_model.h"
 
 using namespace linea;
@@ -93,9 +95,13 @@ BenchRow bench_one(Config o, const std::string& attn, Device dev) {
   o.attn = attn;
   vit::Trainer trainer(o, 1000000);
   nn::to(*trainer.model, dev);  // in place: the optimizer's handles follow, its state is made at step 1
+  if (dist::world().size > 1) trainer.distribute();
   Generator gen(o.seed);
-  const Tensor x = randn({o.batch, 1, o.img(), o.img()}, gen).to(dev), y = randint(0, 10, {o.batch}, gen).to(dev);
-  return time_steps(o.bench, double(o.batch), dev, [&] { return trainer.train_step(x, y); });
+  const int64_t rows = dist::shard(o.batch).size;  // under mpirun: this rank's share of the batch
+  const Tensor x = randn({rows, 1, o.img(), o.img()}, gen).to(dev), y = randint(0, 10, {rows}, gen).to(dev);
+  BenchRow row = time_steps(o.bench, double(o.batch), dev, [&] { return trainer.train_step(x, y); });
+  if (trainer.data_parallel) print_comm_share(*trainer.data_parallel, row);
+  return row;
 }
 
 int run_bench(const Config& o, Device dev) {
@@ -126,15 +132,18 @@ int run_train(const Config& o, Device dev) {
   std::string out = o.out;
   if (out.empty() && !o.resume.empty()) out = std::filesystem::path(o.resume).parent_path().string();
   if (out.empty()) out = o.resume.empty() ? "runs/vit_fmnist_" + o.attn : ".";
-  std::filesystem::create_directories(out);
   const std::string ckpt = out + "/checkpoint.safetensors", csv_path = out + "/metrics.csv";
-  std::ofstream(out + "/config.txt") << vit::config_line(o) << "\n";
+  if (dist::is_main()) {  // under mpirun, rank 0 writes the run's files
+    std::filesystem::create_directories(out);
+    std::ofstream(out + "/config.txt") << vit::config_line(o) << "\n";
+  }
 
   const Data data = load_data(o.data_dir, o.holdout);
   const char* split = o.holdout > 0 ? "held-out" : "test";  // what the evaluation runs on
   data::DataLoaderOptions lo;
   lo.batch_size = o.batch;
   lo.seed = o.seed;
+  lo.shard = dist::world().rank, lo.shards = dist::world().size;  // each rank its rows of every batch
   if (o.augment)
     lo.transform = [black = data.black](const Tensor& x, Generator& gen) {
       return data::random_crop_flip(x, {.pad = 2, .flip = true, .fill = black}, gen);
@@ -143,9 +152,20 @@ int run_train(const Config& o, Device dev) {
   const int64_t steps_per_epoch = loader.batches_per_epoch(), total_steps = o.epochs * steps_per_epoch;
   vit::Trainer trainer(o, total_steps);
   nn::to(*trainer.model, dev);  // in place: the optimizer's handles follow, its state is made at step 1
-  const Tensor test_x = data.test_x.to(dev), test_y = data.test_y.to(dev);  // the loader's batches move one by one
-  fmt::print("vit_fmnist: {} attention, {} parameters, {} epochs x {} steps of {} images, {} threads\n", o.attn,
-             trainer.model->num_parameters(), o.epochs, steps_per_epoch, o.batch, omp_get_max_threads());
+  if (dist::world().size > 1) trainer.distribute();
+  // The loader's batches move one by one; each rank evaluates its part of the test set.
+  const dist::Shard test_part = dist::shard(data.test_x.size(0));
+  const Tensor test_x = data.test_x.narrow(0, test_part.begin, test_part.size).to(dev);
+  const Tensor test_y = data.test_y.narrow(0, test_part.begin, test_part.size).to(dev);
+  auto evaluate = [&] {  // over the whole test set: the ranks' parts weighted by their sizes
+    const vit::EvalStats ev = trainer.evaluate(test_x, test_y);
+    const double n = double(test_part.size), total = double(data.test_x.size(0));
+    const std::vector<double> s = examples::sum_over_ranks({ev.loss * n, ev.accuracy * n});
+    return vit::EvalStats{s[0] / total, s[1] / total};
+  };
+  fmt::print("vit_fmnist: {} attention, {} parameters, {} epochs x {} steps of {} images, {} process(es) x {} threads\n",
+             o.attn, trainer.model->num_parameters(), o.epochs, steps_per_epoch, o.batch, dist::world().size,
+             omp_get_max_threads());
 
   // Where the run stands: the epoch and batch to do next, this epoch's running sums, the clock.
   int64_t epoch = 0, batch = 0, correct = 0, seen = 0;
@@ -158,13 +178,16 @@ int run_train(const Config& o, Device dev) {
     correct = static_cast<int64_t>(get_num(m, "correct", o.resume));
     seen = static_cast<int64_t>(get_num(m, "seen", o.resume));
     seconds = get_num(m, "seconds", o.resume);
+    if (!dist::is_main()) loss_sum = 0, correct = 0, seen = 0;  // the saved sums count once, on rank 0
     fmt::print("resumed from {} at epoch {}, batch {} (step {})\n", o.resume, epoch + 1, batch, trainer.step());
   }
-  auto save = [&] {
-    trainer.save(ckpt, {{"epoch", num(epoch)}, {"batch", num(batch)}, {"loss_sum", num(loss_sum)},
-                        {"correct", num(correct)}, {"seen", num(seen)}, {"seconds", num(seconds)}});
+  auto save = [&] {  // the running sums of all ranks, saved by rank 0
+    const std::vector<double> s = examples::sum_over_ranks({loss_sum, double(correct), double(seen)});
+    if (!dist::is_main()) return;
+    trainer.save(ckpt, {{"epoch", num(epoch)}, {"batch", num(batch)}, {"loss_sum", num(s[0])},
+                        {"correct", num(s[1])}, {"seen", num(s[2])}, {"seconds", num(seconds)}});
   };
-  std::FILE* csv = std::fopen(csv_path.c_str(), o.resume.empty() ? "w" : "a");
+  std::FILE* csv = std::fopen(dist::is_main() ? csv_path.c_str() : "/dev/null", o.resume.empty() ? "w" : "a");
   LINEA_CHECK(csv != nullptr, "[vit_fmnist] cannot write {}", csv_path);
   if (o.resume.empty()) fmt::print(csv, "epoch,step,train_loss,train_acc,test_loss,test_acc,seconds\n");
 
@@ -181,8 +204,8 @@ int run_train(const Config& o, Device dev) {
       correct += s.correct;
       seen += b->y.size(0);
       ++batch;
-      progress.update(batch, {{"loss", loss_sum / seen}, {"acc", double(correct) / seen}});
-      if (interrupted) {
+      progress.update(batch, {{"loss", loss_sum / seen}, {"acc", double(correct) / seen}});  // rank 0's rows
+      if (dist::any(interrupted)) {  // all ranks stop at the same step
         seconds += seconds_since(t);
         save();
         fmt::print("\nstopped at epoch {}, batch {}: resume with --resume {}\n", epoch + 1, batch, ckpt);
@@ -190,20 +213,22 @@ int run_train(const Config& o, Device dev) {
         return 130;
       }
     }
-    const vit::EvalStats ev = trainer.evaluate(test_x, test_y);
+    const vit::EvalStats ev = evaluate();
     seconds += seconds_since(t);
     test_acc = ev.accuracy;
-    progress.finish(fmt::format("| train loss {:.4f} acc {:.4f} | {} loss {:.4f} acc {:.4f}", loss_sum / seen,
-                                double(correct) / seen, split, ev.loss, ev.accuracy));
-    fmt::print(csv, "{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.1f}\n", epoch + 1, trainer.step(), loss_sum / seen,
-               double(correct) / seen, ev.loss, ev.accuracy, seconds);
+    const std::vector<double> sums = examples::sum_over_ranks({loss_sum, double(correct), double(seen)});
+    const double train_loss = sums[0] / sums[2], train_acc = sums[1] / sums[2];
+    progress.finish(fmt::format("| train loss {:.4f} acc {:.4f} | {} loss {:.4f} acc {:.4f}", train_loss, train_acc,
+                                split, ev.loss, ev.accuracy));
+    fmt::print(csv, "{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.1f}\n", epoch + 1, trainer.step(), train_loss, train_acc,
+               ev.loss, ev.accuracy, seconds);
     std::fflush(csv);
     // The checkpoint points at the start of the next epoch.
     ++epoch, batch = 0, loss_sum = 0, correct = 0, seen = 0;
     save();
   }
   std::fclose(csv);
-  if (test_acc == 0) test_acc = trainer.evaluate(test_x, test_y).accuracy;  // resumed a finished run
+  if (test_acc == 0) test_acc = evaluate().accuracy;  // resumed a finished run
   fmt::print("vit_fmnist {}: {} accuracy {:.2f}% after {} epochs ({} steps), {} of training; {}\n", o.attn,
              split, 100 * test_acc, o.epochs, trainer.step(), data::format_duration(seconds), out);
   return 0;
@@ -218,6 +243,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
+    examples::join_job();
     Config o = vit::parse_config(args);
     if (!o.resume.empty()) o = config_from_checkpoint(o.resume, args);
     if (!o.eval.empty()) o = config_from_checkpoint(o.eval, args);

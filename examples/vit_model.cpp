@@ -159,6 +159,10 @@ Trainer::Trainer(const Config& o, int64_t total_steps) : opts_(o) {
 
 double Trainer::lr() const { return nn::warmup_cosine(step_, schedule_); }
 
+void Trainer::distribute(dist::DataParallelOptions opts) {
+  data_parallel = std::make_unique<dist::DataParallel>(*model, opts);
+}
+
 StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
   StepStats s;
   auto t = std::chrono::steady_clock::now();
@@ -169,6 +173,7 @@ StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
 
   t = std::chrono::steady_clock::now();
   loss.backward();
+  if (data_parallel) data_parallel->synchronize();  // the mean gradient over the ranks
   s.backward_s = seconds_since(t);
 
   t = std::chrono::steady_clock::now();

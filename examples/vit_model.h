@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <linea/dist/data_parallel.h>
 #include <linea/linea.h>
 
 namespace vit {
@@ -98,6 +99,10 @@ class Trainer {
   EvalStats evaluate(const Tensor& x, const Tensor& y, int64_t batch = 1000);
   double lr() const;  // the lr the next step uses
   int64_t step() const { return step_; }
+  // Data-parallel from here on (call after moving the model to its device): rank 0's weights
+  // everywhere, and each train_step averages the gradients over the ranks before the update.
+  // Every rank then passes its shard of the global batch to train_step.
+  void distribute(linea::dist::DataParallelOptions opts = {});
 
   // A checkpoint holds the model, the optimizer, `extra` (say the data position) and, under
   // "config" and "step", the config line and the step count.
@@ -106,6 +111,7 @@ class Trainer {
 
   std::shared_ptr<ViT> model;
   std::unique_ptr<linea::nn::AdamW> optimizer;
+  std::unique_ptr<linea::dist::DataParallel> data_parallel;  // set by distribute()
 
  private:
   Config opts_;

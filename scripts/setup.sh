@@ -5,6 +5,8 @@ set -euo pipefail
 
 tools=(cmake g++ make)
 packages=(libopenblas-dev libopenblas0-openmp doctest-dev libfmt-dev zlib1g-dev)
+# dist/ (data-parallel training under mpirun): Open MPI's headers and library, and mpirun itself.
+packages+=(libopenmpi-dev openmpi-bin)
 # Debian package that provides each tool, for when a tool is missing.
 declare -A tool_package=([cmake]=cmake [g++]=g++ [make]=make)
 
