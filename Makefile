@@ -6,7 +6,8 @@
 #   make mqar    associative recall: softmax vs linear vs MHLA at a few sequence lengths
 #   make bench   the kernel benchmarks (bench/) and the examples' training-step benchmarks
 #   make build   setup + configure + build everything;  make clean  removes the build dir
-#   make sanitize  the whole test suite built with ASan + UBSan (g++, CUDA off) in build-sanitize/
+#   make sanitize  the whole test suite built with ASan + UBSan (g++, CUDA off) in build-sanitize/;
+#                make sanitize-core only the file-reading and shape families (what .ci/run runs)
 #   make fuzz    clang + libFuzzer: each file parser's fuzzer (tests/fuzz) for FUZZ_RUNS executions
 #                (default 1000000) in build-fuzz/; crashes land in build-fuzz/tests/fuzz/<parser>-*
 #   make fuzz-short  the same fuzzers for 20 s each (ctest -L fuzz), as .ci/run does
@@ -25,7 +26,7 @@ export OMP_WAIT_POLICY ?= passive
 # Setup is idempotent and fast when everything is installed, so every entry point runs it.
 CONFIGURE = scripts/setup.sh && cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: train test build clean lm mqar bench sanitize fuzz fuzz-short fuzz-build clang
+.PHONY: train test build clean lm mqar bench sanitize sanitize-core fuzz fuzz-short fuzz-build clang
 
 train:
 	$(CONFIGURE)
@@ -71,11 +72,19 @@ FUZZ_RUNS ?= 1000000
 FUZZ_PARSERS = npy safetensors idx idx_gz vocab corpus
 NO_CUDA = -DLINEA_CUDA=OFF -DLINEA_BUILD_BENCH=OFF
 
+SANITIZE_TARGETS ?= all
 sanitize:
 	scripts/setup.sh
 	cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(NO_CUDA) -DLINEA_SANITIZE=ON
-	cmake --build $(SANITIZE_DIR) -j$(JOBS)
+	cmake --build $(SANITIZE_DIR) -j$(JOBS) --target $(SANITIZE_TARGETS)
 	cd $(SANITIZE_DIR) && ctest --output-on-failure $(CTEST_ARGS)
+
+# What .ci/run sanitizes (the whole suite does not fit CI's time): the families that read files or
+# check shapes and sizes, and the fuzz replays.
+SANITIZE_CORE = sizes io checkpoint data creation view
+sanitize-core:
+	$(MAKE) sanitize SANITIZE_TARGETS="$(SANITIZE_CORE:%=linea_test_%) linea_fuzz_seeds \
+	  $(FUZZ_PARSERS:%=linea_fuzz_replay_%)" CTEST_ARGS="-R '^($(subst $(eval) ,|,$(SANITIZE_CORE))|fuzz_)'"
 
 clang:
 	scripts/setup.sh fuzz

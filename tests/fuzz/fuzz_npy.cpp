@@ -9,7 +9,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const linea::Error&) {
     return 0;
   }
-  linea::save_npy(out.path(), t);
+  try {
+    linea::save_npy(out.path(), t);
+  } catch (const linea::Error&) {
+    return 0;  // the writer's own limit (a header past 64 KiB: .npy 1.0), not a parser bug
+  }
   const linea::Tensor back = linea::load_npy(out.path());
   linea::fuzz::require(back.shape() == t.shape() && back.dtype() == t.dtype(), "npy round trip keeps shape and dtype");
   linea::fuzz::require(linea::fuzz::bytes_of(back) == linea::fuzz::bytes_of(t), "npy round trip keeps the bytes");
