@@ -79,7 +79,7 @@ sanitize:
 	cmake --build $(SANITIZE_DIR) -j$(JOBS) --target $(SANITIZE_TARGETS)
 	cd $(SANITIZE_DIR) && ctest --output-on-failure $(CTEST_ARGS)
 
-# What .ci/run sanitizes (the whole suite does not fit CI's time): the families that read files or
+# What .ci/run sanitizes, to keep CI short: the families that read files or
 # check shapes and sizes, and the fuzz replays.
 SANITIZE_CORE = sizes io checkpoint data creation view
 sanitize-core:
