@@ -7,6 +7,12 @@
 #   make bench   the kernel benchmarks (bench/) and the examples' training-step benchmarks
 #   make build   setup + configure + build everything;  make clean  removes the build dir
 #   make train-dist NP=2   make train's ViT, data-parallel over NP processes (mpirun, THREADS each)
+#   make sanitize  the whole test suite built with ASan + UBSan (g++, CUDA off) in build-sanitize/;
+#                make sanitize-core only the file-reading and shape families (what .ci/run runs)
+#   make fuzz    clang + libFuzzer: each file parser's fuzzer (tests/fuzz) for FUZZ_RUNS executions
+#                (default 1000000) in build-fuzz/; crashes land in build-fuzz/tests/fuzz/<parser>-*
+#   make fuzz-short  the same fuzzers for 20 s each (ctest -L fuzz), as .ci/run does
+#   make clang   build everything with clang++ (CUDA off) in build-clang/
 # BUILD_DIR (default build) and JOBS (default 2) can be overridden: make test JOBS=8
 
 BUILD_DIR ?= build
@@ -21,7 +27,7 @@ export OMP_WAIT_POLICY ?= passive
 # Setup is idempotent and fast when everything is installed, so every entry point runs it.
 CONFIGURE = scripts/setup.sh && cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: train test build clean lm mqar bench train-dist
+.PHONY: train test build clean lm mqar bench train-dist sanitize sanitize-core fuzz fuzz-short fuzz-build clang
 
 train:
 	$(CONFIGURE)
@@ -70,3 +76,48 @@ train-dist:
 	cmake --build $(BUILD_DIR) -j$(JOBS) --target vit_fmnist
 	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np $(NP) --oversubscribe --bind-to none \
 	  -x OMP_WAIT_POLICY $(BUILD_DIR)/examples/vit_fmnist --attn mhla --threads $(THREADS)
+# ---- sanitizers, fuzzing, clang (tests/fuzz/CMakeLists.txt has the fuzz tests)
+SANITIZE_DIR ?= build-sanitize
+FUZZ_DIR ?= build-fuzz
+CLANG_DIR ?= build-clang
+FUZZ_RUNS ?= 1000000
+FUZZ_PARSERS = npy safetensors idx idx_gz vocab corpus
+NO_CUDA = -DLINEA_CUDA=OFF -DLINEA_BUILD_BENCH=OFF
+
+SANITIZE_TARGETS ?= all
+sanitize:
+	scripts/setup.sh
+	cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(NO_CUDA) -DLINEA_SANITIZE=ON
+	cmake --build $(SANITIZE_DIR) -j$(JOBS) --target $(SANITIZE_TARGETS)
+	cd $(SANITIZE_DIR) && ctest --output-on-failure $(CTEST_ARGS)
+
+# What .ci/run sanitizes, to keep CI short: the families that read files or
+# check shapes and sizes, and the fuzz replays.
+SANITIZE_CORE = sizes io checkpoint data creation view
+sanitize-core:
+	$(MAKE) sanitize SANITIZE_TARGETS="$(SANITIZE_CORE:%=linea_test_%) linea_fuzz_seeds \
+	  $(FUZZ_PARSERS:%=linea_fuzz_replay_%)" CTEST_ARGS="-R '^($(subst $(eval) ,|,$(SANITIZE_CORE))|fuzz_)'"
+
+clang:
+	scripts/setup.sh fuzz
+	cmake -S . -B $(CLANG_DIR) -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ $(NO_CUDA)
+	cmake --build $(CLANG_DIR) -j$(JOBS)
+
+fuzz-build:
+	scripts/setup.sh fuzz
+	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ $(NO_CUDA) \
+	  -DLINEA_FUZZ=ON -DLINEA_BUILD_EXAMPLES=OFF
+	cmake --build $(FUZZ_DIR) -j$(JOBS) --target linea_fuzz_seeds $(FUZZ_PARSERS:%=linea_fuzz_%)
+
+fuzz-short: fuzz-build
+	cd $(FUZZ_DIR) && ctest --output-on-failure -L '^fuzz$$'
+
+fuzz: fuzz-build
+	$(FUZZ_DIR)/tests/fuzz/linea_fuzz_seeds $(FUZZ_DIR)/tests/fuzz/seeds
+	set -e; cd $(FUZZ_DIR)/tests/fuzz; for p in $(FUZZ_PARSERS); do \
+	  echo "== fuzz $$p: $(FUZZ_RUNS) runs (log: $(FUZZ_DIR)/tests/fuzz/$$p.log)"; \
+	  regressions=$(CURDIR)/tests/fuzz/regressions/$$p; [ -d $$regressions ] || regressions=; \
+	  ./linea_fuzz_$$p -runs=$(FUZZ_RUNS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix=$$p- corpus/$$p seeds/$$p $$regressions > $$p.log 2>&1 || { tail -40 $$p.log; exit 1; }; \
+	  grep -E "^Done|number_of_executed_units|peak_rss_mb" $$p.log; \
+	done

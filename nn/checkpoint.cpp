@@ -31,8 +31,13 @@ struct Json {
   enum class Kind { Null, Bool, Int, String, Array, Object } kind = Kind::Null;
   int64_t i = 0;
   std::string s;
-  std::vector<Json> items;                          // Array
-  std::vector<std::pair<std::string, Json>> members;  // Object, in file order
+  struct Member;  // a key and its value; a vector may hold an incomplete type, a std::pair may not
+  std::vector<Json> items;      // Array
+  std::vector<Member> members;  // Object, in file order
+};
+struct Json::Member {
+  std::string key;
+  Json value;
 };
 
 constexpr int kMaxDepth = 8;  // a safetensors header needs 3
@@ -79,7 +84,7 @@ class JsonParser {
         std::string key = string();
         if (!keys.insert(key).second) fail(fmt::format("duplicate key \"{}\"", key));
         expect(':');
-        v.members.emplace_back(std::move(key), value(depth + 1));
+        v.members.push_back({std::move(key), value(depth + 1)});
       } while (peek() == ',' && ++p_);
       expect('}');
     } else if (c == '[') {
@@ -302,16 +307,13 @@ class HeaderReader {
     e.dtype = d->dtype;
 
     if (shape->kind != Json::Kind::Array) fail(who + ": shape is not an array");
-    int64_t bytes = static_cast<int64_t>(itemsize(e.dtype));
     for (const Json& s : shape->items) {
       if (s.kind != Json::Kind::Int || s.i < 0) fail(who + ": shape entries must be non-negative integers");
       e.shape.push_back(s.i);
     }
-    for (int64_t s : e.shape) {  // numel * itemsize, with overflow caught
-      if (s != 0 && bytes > INT64_MAX / s)
-        fail(fmt::format("{}: shape {} is impossibly large", who, shape_str(e.shape)));
-      bytes *= s;
-    }
+    const std::optional<int64_t> nbytes = checked_nbytes(e.shape, itemsize(e.dtype));
+    if (!nbytes) fail(fmt::format("{}: shape {} is impossibly large", who, shape_str(e.shape)));
+    const int64_t bytes = *nbytes;
 
     if (offsets->kind != Json::Kind::Array || offsets->items.size() != 2 ||
         offsets->items[0].kind != Json::Kind::Int || offsets->items[1].kind != Json::Kind::Int)

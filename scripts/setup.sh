@@ -9,6 +9,12 @@ packages=(libopenblas-dev libopenblas0-openmp doctest-dev libfmt-dev zlib1g-dev)
 packages+=(libopenmpi-dev openmpi-bin)
 # Debian package that provides each tool, for when a tool is missing.
 declare -A tool_package=([cmake]=cmake [g++]=g++ [make]=make)
+# `setup.sh fuzz` (make fuzz): clang, its libFuzzer/sanitizer runtimes and its OpenMP too.
+if [ "${1:-}" = fuzz ]; then
+  tools+=(clang++)
+  tool_package[clang++]=clang
+  packages+=(libclang-rt-dev libomp-dev)
+fi
 
 missing=()
 for t in "${tools[@]}"; do

@@ -274,6 +274,18 @@ TEST_CASE("truncated, corrupted and hostile files give a linea::Error naming the
   CHECK_THROWS_WITH_AS(nn::load_safetensors(tmp.file("missing.safetensors")), doctest::Contains("cannot open"), Error);
 }
 
+TEST_CASE("a shape whose size overflows int64 is refused, also beside a 0 dim") {
+  testing::TempDir tmp("checkpoint");
+  const std::string path = tmp.file("huge.safetensors");
+  for (const char* shape : {"[0,4611686018427387904,4]", "[4294967295,4294967295,4294967295,0]"}) {
+    CAPTURE(shape);
+    write_bytes(path, raw_file(fmt::format(R"({{"t":{{"dtype":"F32","shape":{},"data_offsets":[0,0]}}}})", shape)));
+    CHECK_THROWS_WITH_AS(nn::load_safetensors(path), doctest::Contains("impossibly large"), Error);
+  }
+  write_bytes(path, raw_file(R"({"t":{"dtype":"F32","shape":[0,1099511627776],"data_offsets":[0,0]}})"));
+  CHECK(nn::load_safetensors(path).tensors.at("t").shape() == Shape{0, int64_t{1} << 40});
+}
+
 TEST_CASE("malformed headers: each problem is named") {
   testing::TempDir tmp("checkpoint");
   const std::string path = tmp.file("h.safetensors");

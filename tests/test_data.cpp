@@ -1,5 +1,6 @@
 // The examples' data pipeline (examples/data): IDX files and Fashion-MNIST, image helpers, the
 // character corpus and its vocabulary, the MQAR generator, the DataLoader, progress output.
+#include <sys/resource.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -100,7 +101,7 @@ TEST_CASE("read_idx: bad magic, unsupported type, truncated header and data, ext
   check_error("type.idx", std::string("\0\0\x0d\x01\0\0\0\x01", 8) + "abcd", "element type 0x0d");
   check_error("header.idx", std::string("\0\0\x08\x03\0\0\0\x02", 8), "truncated header");
   check_error("data.idx", idx_bytes({10, 28, 28}, ramp(7839)), "(truncated)");
-  check_error("extra.idx", idx_bytes({2, 2}, ramp(5)), "need 4 data bytes, file has 5");
+  check_error("extra.idx", idx_bytes({2, 2}, ramp(5)), "more data than the 4 bytes its dims (2, 2) declare");
   check_error("zero.idx", std::string("\0\0\x08\0", 4), "0 dims");
   // A gzip stream cut in half.
   const std::string gz_path = tmp().file("cut.idx.gz");
@@ -109,6 +110,67 @@ TEST_CASE("read_idx: bad magic, unsupported type, truncated header and data, ext
   write_bytes(gz_path, gz.substr(0, gz.size() / 2));
   CHECK_THROWS_WITH_AS(read_idx(gz_path), doctest::Contains("broken gzip data"), linea::Error);
   CHECK_THROWS_WITH_AS(read_idx(tmp().file("nope.idx")), doctest::Contains("no such file"), linea::Error);
+}
+
+TEST_CASE("read_idx: empty data, and dims whose size overflows int64 beside a 0 dim") {
+  for (const std::vector<uint32_t>& dims : {std::vector<uint32_t>{0}, std::vector<uint32_t>{5, 0, 28}}) {
+    write_bytes(tmp().file("empty.idx"), idx_bytes(dims, ""));
+    Tensor t = read_idx(tmp().file("empty.idx"));
+    CHECK(t.numel() == 0);
+    CHECK(t.dim() == static_cast<int64_t>(dims.size()));
+  }
+  write_bytes(tmp().file("huge.idx"), idx_bytes({0xffffffffu, 0xffffffffu, 0xffffffffu, 0}, ""));
+  CHECK_THROWS_WITH_AS(read_idx(tmp().file("huge.idx")), doctest::Contains("impossibly large"), linea::Error);
+}
+
+// The memory-bound part cannot run under AddressSanitizer, which reserves terabytes of address space.
+#if defined(__SANITIZE_ADDRESS__)
+#define LINEA_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LINEA_TEST_ASAN 1
+#endif
+#endif
+
+TEST_CASE("read_idx: a gzip bomb is refused after the bytes its header declares, in bounded memory") {
+  // A 4-byte IDX header and 4 data bytes, followed by 256 MB of zeros: about 250 KB gzipped.
+  const std::string path = tmp().file("bomb.idx.gz");
+  gzFile f = gzopen(path.c_str(), "wb9");
+  REQUIRE(f != nullptr);
+  const std::string head = idx_bytes({4}, "abcd");
+  REQUIRE(gzwrite(f, head.data(), static_cast<unsigned>(head.size())) == static_cast<int>(head.size()));
+  const std::string zeros_mb(1 << 20, '\0');
+  for (int i = 0; i < 256; ++i) REQUIRE(gzwrite(f, zeros_mb.data(), 1 << 20) == 1 << 20);
+  gzclose(f);
+  REQUIRE(fs::file_size(path) < (1 << 20));
+
+#ifdef LINEA_TEST_ASAN
+  MESSAGE("AddressSanitizer build: the error is checked, the memory bound is not");
+  CHECK_THROWS_WITH_AS(read_idx(path), doctest::Contains("more data than the 4 bytes"), linea::Error);
+#else
+  // With the address space capped at 64 MB above what the process uses now, inflating the whole
+  // stream would fail with std::bad_alloc instead of the clear error.
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  size_t vm_kb = 0;
+  while (std::getline(status, line))
+    if (line.rfind("VmSize:", 0) == 0) vm_kb = std::stoul(line.substr(7));
+  REQUIRE(vm_kb > 0);
+  rlimit saved{};
+  REQUIRE(getrlimit(RLIMIT_AS, &saved) == 0);
+  rlimit capped = saved;
+  capped.rlim_cur = (vm_kb << 10) + (64u << 20);
+  REQUIRE(setrlimit(RLIMIT_AS, &capped) == 0);
+  bool clear_error = false;
+  try {
+    read_idx(path);
+  } catch (const linea::Error& e) {
+    clear_error = std::string(e.what()).find("more data than the 4 bytes its dims (4,) declare") != std::string::npos;
+  } catch (const std::bad_alloc&) {
+  }
+  REQUIRE(setrlimit(RLIMIT_AS, &saved) == 0);
+  CHECK(clear_error);
+#endif
 }
 
 TEST_CASE("load_fashion_mnist: a data dir with gzip or raw files; shape and label checks") {
@@ -284,6 +346,11 @@ TEST_CASE("Vocab: sorted distinct bytes, encode/decode round trip, save/load") {
   write_bytes(tmp().file("v4.json"), "{\"format\": \"linea-char-vocab\", \"bytes\": [10, x]}");
   CHECK_THROWS_WITH_AS(Vocab::load(tmp().file("v4.json")), doctest::Contains("bad entry"), linea::Error);
   CHECK_THROWS_WITH_AS(Vocab::load(tmp().file("none.json")), doctest::Contains("cannot open"), linea::Error);
+  // A directory or a device is no vocabulary (and /dev/zero would never end).
+  CHECK_THROWS_WITH_AS(Vocab::load(tmp().dir.string()), doctest::Contains("not a regular file"), linea::Error);
+  CHECK_THROWS_WITH_AS(Vocab::load("/dev/zero"), doctest::Contains("not a regular file"), linea::Error);
+  write_bytes(tmp().file("v5.json"), "{\"format\": \"linea-char-vocab\", \"bytes\": [10" + std::string(2 << 20, ' ') + "]}");
+  CHECK_THROWS_WITH_AS(Vocab::load(tmp().file("v5.json")), doctest::Contains("too large"), linea::Error);
 }
 
 TEST_CASE("CharCorpus: 90/10 split, batches are windows of the split shifted by one") {
@@ -337,6 +404,8 @@ TEST_CASE("CharCorpus: 90/10 split, batches are windows of the split shifted by 
   CHECK_THROWS_WITH_AS(CharCorpus::from_file(tmp().file("missing.txt")), doctest::Contains("cannot open"),
                        linea::Error);
   CHECK_THROWS_WITH_AS(CharCorpus::from_file(default_corpus_path() + ".absent"), doctest::Contains("cannot open"),
+                       linea::Error);
+  CHECK_THROWS_WITH_AS(CharCorpus::from_file(tmp().dir.string()), doctest::Contains("not a regular file"),
                        linea::Error);
 }
 
