@@ -28,10 +28,8 @@ Vocab Vocab::from_text(std::string_view text) {
 }
 
 void Vocab::save(const std::string& path) const {
-  std::ofstream f(path);
-  LINEA_CHECK(f.good(), "[Vocab] cannot write {}", path);
-  f << fmt::format("{{\"format\": \"{}\", \"bytes\": [{}]}}\n", kVocabFormat, fmt::join(bytes_, ", "));
-  LINEA_CHECK(f.good(), "[Vocab] write to {} failed", path);
+  const std::string text = fmt::format("{{\"format\": \"{}\", \"bytes\": [{}]}}\n", kVocabFormat, fmt::join(bytes_, ", "));
+  write_file_atomically(path, {text}, "Vocab");  // never a half-written vocabulary beside a checkpoint
 }
 
 Vocab Vocab::load(const std::string& path) {
@@ -94,6 +92,7 @@ CharCorpus::CharCorpus(std::string_view text, Vocab vocab) : vocab_(std::move(vo
 CharCorpus CharCorpus::from_file(const std::string& path) { return from_file(path, Vocab()); }
 
 CharCorpus CharCorpus::from_file(const std::string& path, Vocab vocab) {
+  LINEA_CHECK(!std::filesystem::is_directory(path), "[CharCorpus] {} is a directory, not a text file", path);
   std::ifstream f(path, std::ios::binary);
   LINEA_CHECK(f.good(), "[CharCorpus] cannot open {}{}", path,
               path == default_corpus_path()
