@@ -79,7 +79,8 @@ void parse_value(const std::string& program, const std::string& flag, const std:
                               : std::is_signed_v<T>       ? "an integer"
                                                           : "a non-negative integer",
                               s));
-  if (!range.contains(static_cast<double>(out))) fail(program, fmt::format("--{} must be {}, got {}", flag, range.str(), s));
+  if (!range.contains(static_cast<double>(out)))
+    fail(program, fmt::format("--{} must be {}, got {}", flag, range.str(), s));
 }
 inline std::string show(const std::string& v) { return v; }
 inline std::string show(bool v) { return v ? "on" : "off"; }
@@ -107,7 +108,8 @@ Config parse_flags(const std::string& program, const std::vector<Flag<Config>>& 
     auto it = std::find_if(table.begin(), table.end(), [&](const Flag<Config>& f) { return "--" + f.name == a; });
     if (it == table.end()) fail(program, fmt::format("unknown flag '{}' (see --help)", a));
     if (i + 1 >= args.size()) fail(program, fmt::format("{} needs a value", a));
-    if (args[i + 1].starts_with("--")) fail(program, fmt::format("{} needs a value, got the flag '{}'", a, args[i + 1]));
+    if (args[i + 1].starts_with("--"))
+      fail(program, fmt::format("{} needs a value, got the flag '{}'", a, args[i + 1]));
     it->set(c, program, args[i + 1]);
   }
   return c;

@@ -87,7 +87,8 @@ double training_bytes(const Config& o) {
   const double dim = double(o.dim), images = 70000;  // train + test, as loaded (28x28) and padded (32x32)
   return data::training_bytes({.batch = double(o.batch), .tokens = tokens, .dim = dim, .heads = double(o.heads),
                                .layers = double(o.depth), .mlp_ratio = o.mlp_ratio,
-                               .chunks = o.attn == "softmax" ? 0 : blocks, .mix = o.attn == "mhla" ? blocks * blocks : 0,
+                               .chunks = o.attn == "softmax" ? 0 : blocks,
+                               .mix = o.attn == "mhla" ? blocks * blocks : 0,
                                .other_params = (double(o.patch * o.patch) + tokens + 12) * dim,
                                .other_floats = images * (28 * 28 + 32 * 32)});
 }

@@ -242,7 +242,8 @@ TEST_CASE("write_file_atomically: a failure says whether a previous file survive
   if (dead == 0) ::_exit(0);
   REQUIRE(dead > 0);
   ::waitpid(dead, nullptr, 0);
-  const std::string stale = fmt::format("{}.tmp.{}.AbCdEf", path, dead), live = fmt::format("{}.tmp.{}.GhIjKl", path, ::getpid());
+  const std::string stale = fmt::format("{}.tmp.{}.AbCdEf", path, dead);
+  const std::string live = fmt::format("{}.tmp.{}.GhIjKl", path, ::getpid());
   for (const std::string& f : {stale, live, path + ".tmp.crashd", tmp.file("notes.tmp.12.txt")}) write_bytes(f, "half");
   CHECK(remove_stale_temp_files(tmp.dir.string()) == 1);
   CHECK_FALSE(fs::exists(stale));

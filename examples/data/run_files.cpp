@@ -92,7 +92,8 @@ MetricsCsv::MetricsCsv(std::string program, std::string path, const std::string&
   if (resume && old.is_open()) {
     std::string line;
     std::getline(old, line);
-    LINEA_CHECK(line == header, "[{}] '{}' starts with '{}', not this run's header '{}'", program_, path_, line, header);
+    LINEA_CHECK(line == header, "[{}] '{}' starts with '{}', not this run's header '{}'", program_, path_, line,
+                header);
     size_t col = 0;
     for (std::istringstream names(header); std::getline(names, line, ',') && line != step_column;) ++col;
     const size_t fields = static_cast<size_t>(std::count(header.begin(), header.end(), ',')) + 1;

@@ -28,7 +28,8 @@ Vocab Vocab::from_text(std::string_view text) {
 }
 
 void Vocab::save(const std::string& path) const {
-  const std::string text = fmt::format("{{\"format\": \"{}\", \"bytes\": [{}]}}\n", kVocabFormat, fmt::join(bytes_, ", "));
+  const std::string text =
+      fmt::format("{{\"format\": \"{}\", \"bytes\": [{}]}}\n", kVocabFormat, fmt::join(bytes_, ", "));
   write_file_atomically(path, {text}, "Vocab");  // never a half-written vocabulary beside a checkpoint
 }
 

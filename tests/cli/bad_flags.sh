@@ -3,6 +3,7 @@
 # checks what a user must see: exit status 1 (not a crash), exactly one line on stderr that names
 # the row's first flag and holds the expected text, nothing on stdout, and nothing written.
 #   bad_flags.sh TABLE BIN_DIR      (BIN_DIR holds char_lm, vit_fmnist, mqar, mlp_demo)
+# A program gets CLI_TIMEOUT seconds (default 60) before it counts as having accepted the flag.
 set -u
 table=$1 bin=$(cd "$2" && pwd)
 work=$(mktemp -d)
@@ -25,7 +26,7 @@ while IFS='|' read -r program args expect; do
   for a in "${argv[@]}"; do [[ $a == -* ]] && { first=$a; break; }; done
   cwd="$work/case$rows"
   mkdir "$cwd"
-  (cd "$cwd" && timeout 60 "$bin/$program" "${pre[@]}" "${argv[@]}" >"$work/out" 2>"$work/err")
+  (cd "$cwd" && timeout "${CLI_TIMEOUT:-60}" "$bin/$program" "${pre[@]}" "${argv[@]}" >"$work/out" 2>"$work/err")
   rc=$?
   rows=$((rows + 1))
   err=$(cat "$work/err") lines=$(wc -l <"$work/err")
