@@ -24,6 +24,9 @@ MAKEFLAGS += --no-print-directory
 # measured, a ViT-MHLA training step took 152 ms spinning and 106 ms passive. Override to compare.
 export OMP_WAIT_POLICY ?= passive
 
+# train and lm start a fresh run each time: --overwrite on replaces the previous run's files in
+# runs/<program>_<attn>/ (the programs refuse a non-empty --out without it).
+
 # Setup is idempotent and fast when everything is installed, so every entry point runs it.
 CONFIGURE = scripts/setup.sh && cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release
 
@@ -33,7 +36,7 @@ train:
 	$(CONFIGURE)
 	scripts/prepare_data.sh fmnist
 	cmake --build $(BUILD_DIR) -j$(JOBS) --target vit_fmnist
-	$(BUILD_DIR)/examples/vit_fmnist --attn mhla
+	$(BUILD_DIR)/examples/vit_fmnist --attn mhla --overwrite on
 
 build:
 	$(CONFIGURE)
@@ -49,7 +52,7 @@ lm:
 	$(CONFIGURE)
 	scripts/prepare_data.sh kjv
 	cmake --build $(BUILD_DIR) -j$(JOBS) --target char_lm
-	$(BUILD_DIR)/examples/char_lm --attn mhla --sample 500
+	$(BUILD_DIR)/examples/char_lm --attn mhla --sample 500 --overwrite on
 
 mqar:
 	$(CONFIGURE)

@@ -1,5 +1,6 @@
 #include "gpt_model.h"
 
+#include "data/memory_budget.h"
 #include "run_checkpoint.h"
 
 #include <algorithm>
@@ -263,6 +264,16 @@ double mean_loss(GPT& model, const std::vector<std::pair<Tensor, Tensor>>& batch
   for (const auto& [x, y] : batches) sum += nn::cross_entropy(model.forward(x), y).item();
   model.train(was_training);
   return batches.empty() ? 0.0 : sum / static_cast<double>(batches.size());
+}
+
+double training_bytes(const ModelConfig& c, int64_t batch) {
+  const double chunks = c.attn == "softmax" ? 0 : std::ceil(double(c.context) / double(c.chunk));
+  const double vocab = double(c.vocab), dim = double(c.dim), tokens = double(batch) * double(c.context);
+  return data::training_bytes({.batch = double(batch), .tokens = double(c.context), .dim = dim,
+                               .heads = double(c.heads), .layers = double(c.layers), .mlp_ratio = c.mlp_ratio,
+                               .chunks = chunks, .mix = c.attn == "mhla" ? chunks * chunks : 0,
+                               .other_params = (vocab + double(c.context) + 2) * dim + (c.tie ? 0 : vocab * dim),
+                               .other_floats = 3 * tokens * vocab});  // logits, their softmax and its gradient
 }
 
 void load_weights(GPT& model, const std::string& checkpoint) {

@@ -127,6 +127,9 @@ class Trainer {
   int64_t step_ = 0;
 };
 
+// About the bytes training `c` on `batch` windows of c.context tokens takes (data/memory_budget.h).
+double training_bytes(const ModelConfig& c, int64_t batch);
+
 // Mean cross-entropy over batches, no graph, in eval mode.
 double mean_loss(GPT& model, const std::vector<std::pair<Tensor, Tensor>>& batches);
 

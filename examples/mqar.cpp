@@ -17,6 +17,7 @@
 #include <fmt/core.h>
 #include <linea/linea.h>
 
+#include "data/memory_budget.h"
 #include "data/mqar.h"
 #include "data/progress.h"
 #include "data/sampling.h"
@@ -44,39 +45,45 @@ const std::vector<flags::Flag<Config>>& flag_table() {
   using flags::flag;
   static const std::vector<flags::Flag<Config>> t = {
       flag("attn", &Config::attn, true, "softmax | linear | mhla"),
-      flag("layers", &Config::layers, true, "transformer blocks"),
-      flag("heads", &Config::heads, true, "attention heads"),
-      flag("dim", &Config::dim, true, "model width"),
-      flag("chunk", &Config::chunk, true, "MHLA: tokens per chunk"),
-      flag("vocab", &Config::vocab, true, "tokens: keys in [1, vocab/2), values in [vocab/2, vocab)"),
-      flag("seq-len", &Config::seq_len, true, "tokens per sequence"),
-      flag("num-kv", &Config::num_kv, true, "key-value pairs per sequence (each one queried)"),
+      flag("layers", &Config::layers, true, "transformer blocks", flags::positive()),
+      flag("heads", &Config::heads, true, "attention heads", flags::positive()),
+      flag("dim", &Config::dim, true, "model width", flags::positive()),
+      flag("chunk", &Config::chunk, true, "MHLA: tokens per chunk", flags::positive()),
+      flag("vocab", &Config::vocab, true, "tokens: keys in [1, vocab/2), values in [vocab/2, vocab)",
+           flags::positive()),
+      flag("seq-len", &Config::seq_len, true, "tokens per sequence", flags::positive()),
+      flag("num-kv", &Config::num_kv, true, "key-value pairs per sequence (each one queried)", flags::positive()),
       flag("noise", &Config::noise, true, "on | off: random tokens between the queries (off: token 0)"),
-      flag("steps", &Config::steps, true, "optimizer steps (fresh sequences each step)"),
-      flag("batch", &Config::batch, true, "sequences per step"),
-      flag("warmup", &Config::warmup, true, "linear warm-up steps, then cosine decay"),
-      flag("lr", &Config::lr, true, "peak learning rate (AdamW)"),
-      flag("weight-decay", &Config::weight_decay, true, "AdamW decoupled weight decay"),
+      flag("steps", &Config::steps, true, "optimizer steps (fresh sequences each step)", flags::positive()),
+      flag("batch", &Config::batch, true, "sequences per step", flags::positive()),
+      flag("warmup", &Config::warmup, true, "linear warm-up steps, then cosine decay", flags::at_least(0)),
+      flag("lr", &Config::lr, true, "peak learning rate (AdamW)", flags::positive(1)),
+      flag("weight-decay", &Config::weight_decay, true, "AdamW decoupled weight decay", flags::at_least(0)),
       flag("seed", &Config::seed, true, "seeds the weights and the data"),
       flag("sweep", &Config::sweep, false, "on: softmax, linear and MHLA at seq-len 64, 128, 256 (num-kv = len/16, batch x 64/len)"),
-      flag("eval-batches", &Config::eval_batches, false, "held-out batches the accuracy is measured on"),
-      flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)"),
+      flag("eval-batches", &Config::eval_batches, false, "held-out batches the accuracy is measured on",
+           flags::positive()),
+      flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)", flags::at_least(0, 1024)),
       flag("device", &Config::device, false, "cpu | cuda: where the models train"),
   };
   return t;
 }
 
+// What the flags' ranges cannot see: values that depend on each other, and the memory a run needs.
 void check(const Config& o) {
   auto fail = [](const std::string& msg) { flags::fail("mqar", msg); };
   if (o.attn != "softmax" && o.attn != "linear" && o.attn != "mhla")
     fail(fmt::format("--attn must be softmax, linear or mhla, got '{}'", o.attn));
-  for (auto [name, v] : {std::pair{"layers", o.layers}, {"heads", o.heads}, {"dim", o.dim}, {"chunk", o.chunk},
-                         {"seq-len", o.seq_len}, {"num-kv", o.num_kv}, {"steps", o.steps}, {"batch", o.batch},
-                         {"eval-batches", o.eval_batches}})
-    if (v <= 0) fail(fmt::format("--{} must be > 0, got {}", name, v));
   if (o.dim % o.heads != 0) fail(fmt::format("--dim {} is not a multiple of --heads {}", o.dim, o.heads));
-  if (!(o.lr > 0) || o.weight_decay < 0 || o.warmup < 0 || o.threads < 0)
-    fail("need --lr > 0 and --weight-decay, --warmup, --threads >= 0");
+  if (o.warmup > o.steps) fail(fmt::format("--warmup {} is more than --steps {}", o.warmup, o.steps));
+  if (o.lr * o.weight_decay >= 1)  // AdamW scales the weights by 1 - lr·wd every step
+    fail(fmt::format("--weight-decay {} x --lr {} must be < 1", o.weight_decay, o.lr));
+  // The sweep's longest run (256 tokens) holds as many tokens per step as the others.
+  const int64_t len = o.sweep ? 256 : o.seq_len, batch = o.sweep ? std::max<int64_t>(1, o.batch / 4) : o.batch;
+  const gpt::ModelConfig model{.attn = o.attn, .vocab = o.vocab, .layers = o.layers, .heads = o.heads, .dim = o.dim,
+                               .context = len, .chunk = o.chunk, .tie = false};
+  data::check_memory_budget("mqar", gpt::training_bytes(model, batch),
+                            "--vocab, --seq-len, --layers, --dim or --batch");
 }
 
 struct Result {
@@ -153,9 +160,9 @@ int run_sweep(Config o, Device dev) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> args(argv + 1, argv + argc);
-  if (flags::help_requested("mqar", flag_table(), args)) return 0;
-  try {
+  return flags::guarded_main("mqar", [&] {
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    if (flags::help_requested("mqar", flag_table(), args)) return 0;
     const Config o = flags::parse_flags("mqar", flag_table(), args);
     check(o);
     const Device dev = flags::parse_device("mqar", o.device);
@@ -165,8 +172,5 @@ int main(int argc, char** argv) {
     fmt::print("mqar {}: query accuracy {:.1f}% at seq-len {}, {} key-value pairs ({} steps, {:.1f}s)\n", o.attn,
                100 * r.accuracy, o.seq_len, o.num_kv, o.steps, r.seconds);
     return 0;
-  } catch (const Error& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -45,6 +45,7 @@ struct Config {
   // Running (not part of the saved config).
   std::string data_dir;  // "" = /usr/share/datasets/fashion-mnist
   std::string out;       // "" = runs/vit_fmnist_<attn>
+  bool overwrite = false;  // replace the run in a non-empty out (else refused)
   std::string resume;    // a checkpoint to continue from
   std::string eval;      // a checkpoint to evaluate (no training)
   int64_t bench = 0;     // > 0: time this many training steps instead of training
@@ -63,6 +64,8 @@ Config parse_config(const std::vector<std::string>& args, Config base = {});
 // its words (flags::split_words) gives them back. Written to config.txt and into each checkpoint.
 std::string config_line(const Config& o);
 std::string usage();
+// About the bytes a training run of `o` takes, Fashion-MNIST in memory included (data/memory_budget.h).
+double training_bytes(const Config& o);
 
 class ViT : public linea::nn::Module {
  public:

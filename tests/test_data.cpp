@@ -14,6 +14,7 @@
 #include "data/idx.h"
 #include "data/mqar.h"
 #include "data/progress.h"
+#include "data/run_files.h"
 #include "data/sampling.h"
 #include "data/text.h"
 #include "helpers.h"
@@ -615,4 +616,45 @@ TEST_CASE("format_duration and the SIGINT flag") {
   std::raise(SIGINT);  // the first Ctrl-C only sets the flag
   CHECK(flag.load());
   flag = false;
+}
+
+TEST_CASE("run files: a fresh run refuses a non-empty directory; metrics.csv is truncated to the resumed step") {
+  testing::TempDir t("run_files");
+  const std::string dir = t.file("run"), csv = t.file("run/metrics.csv");
+  check_run_dir("prog", dir, RunStart::Fresh);  // does not exist yet: fine, and nothing is made
+  CHECK_FALSE(fs::exists(dir));
+  open_run_dir("prog", dir, RunStart::Fresh, {});
+  {
+    MetricsCsv m("prog", csv, "epoch,step,loss", false, "step", 0);
+    m.append("1,10,0.5");
+    m.append("2,20,0.4");
+    m.append("3,30,0.3");
+  }
+  CHECK(read_bytes(csv) == "epoch,step,loss\n1,10,0.5\n2,20,0.4\n3,30,0.3\n");
+  const std::string refusal = "[prog] --out '" + dir + "' is not empty (it holds metrics.csv)";
+  CHECK_THROWS_WITH_AS(check_run_dir("prog", dir, RunStart::Fresh), doctest::Contains(refusal.c_str()), Error);
+  CHECK(run_start(dir, dir + "/checkpoint.safetensors", false) == RunStart::Resume);
+  CHECK(run_start(dir, t.file("elsewhere/checkpoint.safetensors"), true) == RunStart::Overwrite);
+  CHECK(run_start(dir, "", false) == RunStart::Fresh);
+  check_run_dir("prog", dir, RunStart::Resume);
+  CHECK_THROWS_WITH_AS(check_run_dir("prog", csv, RunStart::Resume),
+                       doctest::Contains("exists and is not a directory"), Error);
+
+  // Resumed at step 20 (the step-30 row came after that checkpoint); a row cut off by a full disk goes too.
+  write_bytes(csv, read_bytes(csv) + "4,4");
+  { MetricsCsv m("prog", csv, "epoch,step,loss", true, "step", 20); }
+  CHECK(read_bytes(csv) == "epoch,step,loss\n1,10,0.5\n2,20,0.4\n");
+  CHECK_THROWS_WITH_AS(MetricsCsv("prog", csv, "step,loss", true, "step", 20),
+                       doctest::Contains("not this run's header 'step,loss'"), Error);
+  fs::remove(csv);  // resuming into a directory without one starts it
+  { MetricsCsv m("prog", csv, "epoch,step,loss", true, "step", 20); }
+  CHECK(read_bytes(csv) == "epoch,step,loss\n");
+
+  // Overwrite removes the previous run's files, and only those.
+  write_bytes(t.file("run/config.txt"), "old");
+  write_bytes(t.file("run/mine.txt"), "keep");
+  open_run_dir("prog", dir, RunStart::Overwrite, {"config.txt", "metrics.csv", "checkpoint.safetensors"});
+  CHECK_FALSE(fs::exists(t.file("run/config.txt")));
+  CHECK_FALSE(fs::exists(csv));
+  CHECK(read_bytes(t.file("run/mine.txt")) == "keep");
 }

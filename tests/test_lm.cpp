@@ -1,6 +1,7 @@
 // The GPT decoder of examples/char_lm and examples/mqar (examples/gpt_model.h): training lowers
 // the loss for every attention kind, MHLA's streaming generation reproduces the full forward,
 // a checkpoint resumes to the identical next step, and a tiny MQAR run learns to recall.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -168,6 +169,23 @@ TEST_CASE("Checkpoint resume gives the identical next-step loss") {
   CHECK(resumed.train_step(batches[4].first, batches[4].second).loss == after);
 
   std::filesystem::remove(path);
+}
+
+TEST_CASE("GPT: the memory estimate covers at least the weights, their gradients and AdamW's moments") {
+  for (const char* attn : {"softmax", "linear", "mhla"})
+    for (bool tie : {true, false}) {
+      const gpt::ModelConfig c{.attn = attn, .vocab = 65, .layers = 2, .heads = 4, .dim = 64, .context = 256,
+                               .chunk = 16, .tie = tie};
+      const auto params = static_cast<double>(gpt::GPT(c).num_parameters());
+      CAPTURE(attn);
+      CAPTURE(tie);
+      CHECK(gpt::training_bytes(c, 12) >= 16 * params);
+      CHECK(gpt::training_bytes(c, 12) < 16 * params + 1e9);
+    }
+  // Sizes far past any machine's memory stay finite (no integer overflow on the way).
+  const double huge = gpt::training_bytes({.attn = "mhla", .vocab = 256, .context = 100000000, .chunk = 16}, 12);
+  CHECK(std::isfinite(huge));
+  CHECK(huge > 1e15);
 }
 
 TEST_CASE("MQAR: a tiny softmax model learns to recall above chance") {

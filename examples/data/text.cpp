@@ -37,10 +37,9 @@ Vocab Vocab::from_text(std::string_view text) {
 }
 
 void Vocab::save(const std::string& path) const {
-  std::ofstream f(path);
-  LINEA_CHECK(f.good(), "[Vocab] cannot write {}", path);
-  f << fmt::format("{{\"format\": \"{}\", \"bytes\": [{}]}}\n", kVocabFormat, fmt::join(bytes_, ", "));
-  LINEA_CHECK(f.good(), "[Vocab] write to {} failed", path);
+  const std::string text =
+      fmt::format("{{\"format\": \"{}\", \"bytes\": [{}]}}\n", kVocabFormat, fmt::join(bytes_, ", "));
+  write_file_atomically(path, {text}, "Vocab");  // never a half-written vocabulary beside a checkpoint
 }
 
 Vocab Vocab::load(const std::string& path) {
