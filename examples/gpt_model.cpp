@@ -46,6 +46,7 @@ GPT::GPT(const ModelConfig& c) : Module("GPT"), cfg_(c) {
     auto& attn = dynamic_cast<nn::QKVAttention&>(*b.attn);
     init(*attn.qkv, 0.02);
     init(*attn.proj, proj_std);
+    if (!b.mlp) continue;  // mlp_ratio 0: attention only
     init(*b.mlp->fc1, 0.02);
     init(*b.mlp->fc2, proj_std);
   }
@@ -65,8 +66,10 @@ GPT::GPT(const ModelConfig& c) : Module("GPT"), cfg_(c) {
     for (size_t i = 0; i < blocks->size(); ++i) {
       nn::TransformerBlock& b = block(i);
       auto& attn = dynamic_cast<nn::QKVAttention&>(*b.attn);
-      for (nn::Linear* l : {attn.qkv.get(), attn.proj.get(), b.mlp->fc1.get(), b.mlp->fc2.get()}) freeze(l->bias);
+      for (nn::Linear* l : {attn.qkv.get(), attn.proj.get()}) freeze(l->bias);
       freeze(b.ln1->bias);
+      if (!b.mlp) continue;
+      for (nn::Linear* l : {b.mlp->fc1.get(), b.mlp->fc2.get()}) freeze(l->bias);
       freeze(b.ln2->bias);
     }
     freeze(ln_f->bias);
@@ -86,11 +89,29 @@ Tensor GPT::head_logits(const Tensor& h) {
   return head ? head->forward(h) : matmul(h, tok_emb->weight.transpose(0, 1));  // tied: h Eᵀ
 }
 
-Tensor GPT::forward(const Tensor& tokens) {
+Tensor GPT::hidden(const Tensor& tokens) {
   LINEA_CHECK(tokens.dim() == 2 && tokens.size(1) <= cfg_.context,
               "[GPT] expected tokens [B, T] with T <= context {}, got {}", cfg_.context, shape_str(tokens.shape()));
-  Tensor x = blocks->forward(pos_emb->forward(tok_emb->forward(tokens)));
-  return head_logits(ln_f->forward(x));
+  return ln_f->forward(blocks->forward(pos_emb->forward(tok_emb->forward(tokens))));
+}
+
+Tensor GPT::forward(const Tensor& tokens) { return head_logits(hidden(tokens)); }
+
+std::pair<Tensor, Tensor> GPT::scored_logits(const Tensor& tokens, const Tensor& targets) {
+  LINEA_CHECK(targets.dtype() == DType::Int64 && targets.shape() == tokens.shape(),
+              "[GPT] scored_logits: expected int64 targets shaped like the tokens {}, got {} {}",
+              shape_str(tokens.shape()), targets.dtype(), shape_str(targets.shape()));
+  const std::vector<int64_t> t = targets.to(Device::cpu()).contiguous().to_vector_as<int64_t>();
+  const int64_t ignore = nn::CrossEntropyOptions{}.ignore_index;
+  std::vector<int64_t> rows, kept;
+  for (int64_t i = 0; i < static_cast<int64_t>(t.size()); ++i)
+    if (t[i] != ignore) rows.push_back(i), kept.push_back(t[i]);
+  LINEA_CHECK(!rows.empty(), "[GPT] scored_logits: every target of {} is ignored (-100)", shape_str(targets.shape()));
+  const Device dev = tokens.device();
+  const auto n = static_cast<int64_t>(rows.size());
+  const Tensor h = hidden(tokens);
+  const Tensor picked = index_select(h.reshape({-1, cfg_.dim}), 0, from_vector(rows, {n}, dev));
+  return {head_logits(picked), from_vector(kept, {n}, dev)};
 }
 
 // ---------------------------------------------------------------- generation
@@ -129,7 +150,7 @@ Tensor Decoder::step_stream(int64_t token) {
     }
     Tensor o = attn.out_norm->forward(streams_[i].step(q, k, v));
     x = x + attn.proj->forward(o.reshape({1, D}));
-    x = x + b.mlp->forward(b.ln2->forward(x));
+    if (b.mlp) x = x + b.mlp->forward(b.ln2->forward(x));
   }
   ++pos_;
   return model_.head_logits(model_.ln_f->forward(x)).view({-1});
@@ -221,9 +242,13 @@ Trainer::Trainer(std::shared_ptr<GPT> m, const OptimConfig& o) : model(std::move
 double Trainer::lr() const { return nn::warmup_cosine(step_, schedule_); }
 
 StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
+  return train_step([&] { return nn::cross_entropy(model->forward(x), y); });
+}
+
+StepStats Trainer::train_step(const std::function<Tensor()>& loss_fn) {
   StepStats s;
   auto t = std::chrono::steady_clock::now();
-  Tensor loss = nn::cross_entropy(model->forward(x), y);
+  Tensor loss = loss_fn();
   s.loss = loss.item();
   s.forward_s = seconds_since(t);
 
