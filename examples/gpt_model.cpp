@@ -15,11 +15,32 @@ namespace F = linea::nn::functional;
 
 // ---------------------------------------------------------------- the model
 
+ShortConv::ShortConv(int64_t taps, int64_t dim) : Module("ShortConv") {
+  LINEA_CHECK(taps > 0 && dim > 0, "[ShortConv] need taps and dim > 0, got {}, {}", taps, dim);
+  const double bound = 1 / std::sqrt(static_cast<double>(taps));
+  weight = register_parameter("weight", nn::uniform_(empty({taps, dim}), -bound, bound));
+}
+
+Tensor ShortConv::forward(const Tensor& x) {
+  LINEA_CHECK(x.dim() == 3 && x.size(2) == weight.size(1), "[ShortConv] expected [B, T, {}], got {}", weight.size(1),
+              shape_str(x.shape()));
+  const int64_t T = x.size(1);
+  Tensor y = x;
+  for (int64_t j = 0; j < std::min(weight.size(0), T); ++j) {
+    // x shifted j steps later along time, zeros in front.
+    const Tensor shifted =
+        j == 0 ? x : cat({zeros({x.size(0), j, x.size(2)}, {x.dtype(), x.device()}), x.narrow(1, 0, T - j)}, 1);
+    y = y + shifted * weight.select(0, j);
+  }
+  return y;
+}
+
 GPT::GPT(const ModelConfig& c) : Module("GPT"), cfg_(c) {
   LINEA_CHECK(c.vocab > 0 && c.context > 0 && c.layers > 0, "[GPT] need vocab, context and layers > 0, got {}, {}, {}",
               c.vocab, c.context, c.layers);
   tok_emb = register_module("tok_emb", std::make_shared<nn::Embedding>(c.vocab, c.dim, 0.02));
   pos_emb = register_module("pos_emb", std::make_shared<nn::PositionalEmbedding>(c.context, c.dim, 0.02));
+  if (c.short_conv > 0) conv = register_module("conv", std::make_shared<ShortConv>(c.short_conv, c.dim));
   blocks = register_module("blocks", std::make_shared<nn::Sequential>());
   for (int64_t i = 0; i < c.layers; ++i)
     blocks->push_back(std::make_shared<nn::TransformerBlock>(nn::TransformerBlockConfig{.dim = c.dim,
@@ -92,7 +113,9 @@ Tensor GPT::head_logits(const Tensor& h) {
 Tensor GPT::hidden(const Tensor& tokens) {
   LINEA_CHECK(tokens.dim() == 2 && tokens.size(1) <= cfg_.context,
               "[GPT] expected tokens [B, T] with T <= context {}, got {}", cfg_.context, shape_str(tokens.shape()));
-  return ln_f->forward(blocks->forward(pos_emb->forward(tok_emb->forward(tokens))));
+  Tensor x = pos_emb->forward(tok_emb->forward(tokens));
+  if (conv) x = conv->forward(x);
+  return ln_f->forward(blocks->forward(x));
 }
 
 Tensor GPT::forward(const Tensor& tokens) { return head_logits(hidden(tokens)); }
@@ -122,6 +145,8 @@ void Decoder::restart_streams() {
   streams_.clear();
   pos_ = 0;
   if (model_.config().attn != "mhla") return;
+  LINEA_CHECK(!model_.conv, "[Decoder] MHLA's streaming form has no short convolution (short_conv {})",
+              model_.config().short_conv);
   for (size_t i = 0; i < model_.blocks->size(); ++i) {
     auto& attn = dynamic_cast<nn::MHLA&>(*model_.block(i).attn);
     // The options MHLA::attend uses for its causal chunkwise op, so both forms compute one function.

@@ -31,11 +31,25 @@ struct ModelConfig {
   int64_t context = 64;       // the longest sequence (sizes the positions and MHLA's mix)
   int64_t chunk = 16;         // MHLA: tokens per chunk
   double mlp_ratio = 4;       // 0: attention-only blocks
+  // > 0: a causal depthwise convolution of this many taps on the embeddings before the first
+  // block (ShortConv), as Based puts a kernel-3 convolution in its first layer.
+  int64_t short_conv = 0;
   double dropout = 0;
   bool tie = true;            // the head reuses the token embedding's weights
   // false: nanoGPT's bias=False. The Linear layers of the blocks and every LayerNorm keep their
   // bias tensors (so checkpoints have one layout) but these stay zero and are not trained.
   bool bias = true;
+};
+
+// x + Σ_j w_j ⊙ x_{t−j}, j < taps, per channel (x_{t−j} = 0 before the start): each token sees
+// the few before it. Linear attention cannot focus on one position, so without it it cannot
+// tell which value followed which key (Zoology/Based: short convolutions supply that).
+class ShortConv : public linea::nn::Module {
+ public:
+  ShortConv(int64_t taps, int64_t dim);
+  Tensor forward(const Tensor& x) override;  // [B, T, dim] -> [B, T, dim]
+
+  Tensor weight;  // [taps, dim], starts as U(±1/sqrt(taps)) (PyTorch's Conv1d)
 };
 
 class GPT : public linea::nn::Module {
@@ -55,6 +69,7 @@ class GPT : public linea::nn::Module {
 
   std::shared_ptr<linea::nn::Embedding> tok_emb;
   std::shared_ptr<linea::nn::PositionalEmbedding> pos_emb;
+  std::shared_ptr<ShortConv> conv;  // null unless short_conv > 0
   std::shared_ptr<linea::nn::Sequential> blocks;  // of TransformerBlock
   std::shared_ptr<linea::nn::LayerNorm> ln_f;
   std::shared_ptr<linea::nn::Linear> head;  // null when tied

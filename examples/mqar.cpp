@@ -37,13 +37,15 @@ struct Config {
   std::string attn = "mhla";  // softmax | linear | mhla
   int64_t layers = 2, heads = 1, dim = 64, chunk = 16;
   double mlp_ratio = 0;
+  int64_t short_conv = 0;
   int64_t vocab = 8192, seq_len = 64, num_kv = 4;
   double power_a = 0.01;
   bool random_non_queries = false;
-  int64_t train_examples = 20000, test_examples = 1000, epochs = 4, batch = 64;
+  int64_t train_examples = 64000, test_examples = 1000, epochs = 1, batch = 64;
   double lr = 3e-3, weight_decay = 0.1;
   uint64_t seed = 1, data_seed = 0;
   bool sweep = false, quick = false;
+  std::string kinds = "softmax,linear,mhla";
   std::string csv = "runs/mqar/results.csv";
   int64_t threads = 0;
   std::string device = "cpu";
@@ -58,6 +60,7 @@ const std::vector<flags::Flag<Config>>& flag_table() {
       flag("dim", &Config::dim, true, "model width"),
       flag("chunk", &Config::chunk, true, "MHLA: tokens per chunk"),
       flag("mlp-ratio", &Config::mlp_ratio, true, "MLP hidden size / dim (0: attention-only blocks, as Zoology)"),
+      flag("short-conv", &Config::short_conv, true, "taps of a causal depthwise convolution before block 0 (0: none)"),
       flag("vocab", &Config::vocab, true, "tokens: keys in [1, vocab/2), values in [vocab/2, vocab); > seq-len"),
       flag("seq-len", &Config::seq_len, true, "tokens per sequence (even)"),
       flag("num-kv", &Config::num_kv, true, "key-value pairs per sequence, each queried once"),
@@ -74,11 +77,22 @@ const std::vector<flags::Flag<Config>>& flag_table() {
       flag("data-seed", &Config::data_seed, true, "seeds the train and test examples"),
       flag("sweep", &Config::sweep, false, "on: softmax, linear and MHLA at the sweep's sizes and seeds"),
       flag("quick", &Config::quick, false, "on (with --sweep): the smallest size at one seed"),
+      flag("kinds", &Config::kinds, false, "the attention kinds the sweep runs, comma-separated"),
       flag("csv", &Config::csv, false, "where --sweep writes its results (and a .png plot next to it)"),
       flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)"),
       flag("device", &Config::device, false, "cpu | cuda: where the models train"),
   };
   return t;
+}
+
+std::vector<std::string> split_kinds(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t start = 0; start <= list.size();) {
+    const size_t end = std::min(list.find(',', start), list.size());
+    out.push_back(list.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
 }
 
 void check(const Config& o) {
@@ -90,8 +104,11 @@ void check(const Config& o) {
                          {"epochs", o.epochs}, {"batch", o.batch}})
     if (v <= 0) fail(fmt::format("--{} must be > 0, got {}", name, v));
   if (o.dim % o.heads != 0) fail(fmt::format("--dim {} is not a multiple of --heads {}", o.dim, o.heads));
-  if (!(o.lr > 0) || o.weight_decay < 0 || o.mlp_ratio < 0 || o.threads < 0)
-    fail("need --lr > 0 and --weight-decay, --mlp-ratio, --threads >= 0");
+  if (!(o.lr > 0) || o.weight_decay < 0 || o.mlp_ratio < 0 || o.short_conv < 0 || o.threads < 0)
+    fail("need --lr > 0 and --weight-decay, --mlp-ratio, --short-conv, --threads >= 0");
+  for (const std::string& k : split_kinds(o.kinds))
+    if (k != "softmax" && k != "linear" && k != "mhla")
+      fail(fmt::format("--kinds takes softmax, linear and mhla, got '{}'", k));
   if (o.quick && !o.sweep) fail("--quick on goes with --sweep on");
 }
 
@@ -133,7 +150,8 @@ Result run(const Config& o, Device dev) {
   manual_seed(o.seed);
   auto model = std::make_shared<gpt::GPT>(gpt::ModelConfig{.attn = o.attn, .vocab = o.vocab, .layers = o.layers,
                                                            .heads = o.heads, .dim = o.dim, .context = o.seq_len,
-                                                           .chunk = o.chunk, .mlp_ratio = o.mlp_ratio, .tie = true});
+                                                           .chunk = o.chunk, .mlp_ratio = o.mlp_ratio,
+                                                           .short_conv = o.short_conv, .tie = true});
   nn::to(*model, dev);  // before the optimizer, which then keeps its state on dev too
   const int64_t per_epoch = (o.train_examples + o.batch - 1) / o.batch;
   Result r{.steps = per_epoch * o.epochs};
@@ -187,7 +205,7 @@ std::vector<Row> sweep_rows(const Config& o) {
   const std::vector<uint64_t> seeds = o.quick ? std::vector<uint64_t>{o.seed} : std::vector<uint64_t>{o.seed, o.seed + 1};
   std::vector<Row> rows;
   for (const Size& z : sizes)
-    for (const char* attn : {"softmax", "linear", "mhla"})
+    for (const std::string& attn : split_kinds(o.kinds))
       for (uint64_t seed : seeds) {
         Config c = o;
         c.attn = attn, c.seq_len = z.seq_len, c.num_kv = z.num_kv, c.seed = seed;
@@ -259,7 +277,7 @@ int run_sweep(const Config& o, Device dev) {
   std::vector<Size> sizes;
   for (const Row& r : rows)
     if (sizes.empty() || sizes.back().seq_len != r.size.seq_len) sizes.push_back(r.size);
-  const std::vector<std::string> kinds = {"softmax", "linear", "mhla"};
+  const std::vector<std::string> kinds = split_kinds(o.kinds);
   // Answering with one of the sequence's num_kv values at random scores 1/num_kv; only accuracy
   // well above it shows recall.
   fmt::print("\ntest accuracy at the queries ({} test examples; seeds {}), {:.1f} minutes\n", o.test_examples,

@@ -196,6 +196,40 @@ TEST_CASE("GPT: scored_logits are forward's logits at the scored positions; atte
   }
 }
 
+TEST_CASE("ShortConv: y_t = x_t + sum_j w_j * x_{t-j}, causal, float64 gradcheck") {
+  manual_seed(5);
+  gpt::ShortConv conv(3, 4);
+  Generator gen(6);
+  const Tensor x = randn({2, 5, 4}, gen, float64);
+  const Tensor w = conv.weight.detach().to(float64);
+  conv.weight = w;  // float64 throughout for the checks below
+  const Tensor y = conv.forward(x);
+  const auto xv = x.to_vector_as<double>(), yv = y.to_vector_as<double>(), wv = w.to_vector_as<double>();
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t t = 0; t < 5; ++t)
+      for (int64_t c = 0; c < 4; ++c) {
+        double want = xv[(b * 5 + t) * 4 + c];
+        for (int64_t j = 0; j < 3 && j <= t; ++j) want += wv[j * 4 + c] * xv[(b * 5 + t - j) * 4 + c];
+        CHECK(yv[(b * 5 + t) * 4 + c] == doctest::Approx(want).epsilon(1e-12));
+      }
+  CHECK_GRADCHECK(
+      [](const std::vector<Tensor>& in) {
+        gpt::ShortConv c(3, 4);
+        c.weight = in[1];
+        return sum(pow(c.forward(in[0]), 2.0));
+      },
+      {x.clone().requires_grad_(), w.clone().requires_grad_()});
+  CHECK_THROWS_WITH_AS(conv.forward(randn({2, 5, 3}, gen)), doctest::Contains("[ShortConv] expected [B, T, 4]"),
+                       linea::Error);
+
+  // A GPT with it: MHLA's streaming decoder refuses it instead of computing something else.
+  gpt::ModelConfig c = tiny("mhla");
+  c.short_conv = 3;
+  gpt::GPT model(c);
+  CHECK(model.forward(randint(0, 11, {1, 8}, gen)).shape() == Shape{1, 8, 11});
+  CHECK_THROWS_WITH_AS(gpt::Decoder{model}, doctest::Contains("no short convolution"), linea::Error);
+}
+
 // 300 steps teach a tiny model to answer with one of the sequence's values (half the time right
 // with 2 pairs); recall itself (near 100%) takes the longer runs of `mqar --sweep`.
 TEST_CASE("MQAR: a tiny attention-only softmax model learns to answer from the context") {
