@@ -3,7 +3,7 @@
 #                (examples/vit_fmnist --attn mhla, about 5 minutes on 2 cores) and print its test accuracy
 #   make test    the same setup, build everything, run the whole test suite (ctest)
 #   make lm      char-level GPT with causal MHLA on the King James Bible (prepared once), then a sample
-#   make mqar    associative recall: softmax vs linear vs MHLA at a few sequence lengths
+#   make mqar    associative recall (Zoology's MQAR): softmax vs linear vs MHLA at 4, 8, 16 key-value pairs
 #   make bench   the kernel benchmarks (bench/) and the examples' training-step benchmarks
 #   make build   setup + configure + build everything;  make clean  removes the build dir
 #   make train-dist NP=2   make train's ViT, data-parallel over NP processes (mpirun, THREADS each)

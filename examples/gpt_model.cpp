@@ -16,11 +16,32 @@ namespace F = linea::nn::functional;
 
 // ---------------------------------------------------------------- the model
 
+ShortConv::ShortConv(int64_t taps, int64_t dim) : Module("ShortConv") {
+  LINEA_CHECK(taps > 0 && dim > 0, "[ShortConv] need taps and dim > 0, got {}, {}", taps, dim);
+  const double bound = 1 / std::sqrt(static_cast<double>(taps));
+  weight = register_parameter("weight", nn::uniform_(empty({taps, dim}), -bound, bound));
+}
+
+Tensor ShortConv::forward(const Tensor& x) {
+  LINEA_CHECK(x.dim() == 3 && x.size(2) == weight.size(1), "[ShortConv] expected [B, T, {}], got {}", weight.size(1),
+              shape_str(x.shape()));
+  const int64_t T = x.size(1);
+  Tensor y = x;
+  for (int64_t j = 0; j < std::min(weight.size(0), T); ++j) {
+    // x shifted j steps later along time, zeros in front.
+    const Tensor shifted =
+        j == 0 ? x : cat({zeros({x.size(0), j, x.size(2)}, {x.dtype(), x.device()}), x.narrow(1, 0, T - j)}, 1);
+    y = y + shifted * weight.select(0, j);
+  }
+  return y;
+}
+
 GPT::GPT(const ModelConfig& c) : Module("GPT"), cfg_(c) {
   LINEA_CHECK(c.vocab > 0 && c.context > 0 && c.layers > 0, "[GPT] need vocab, context and layers > 0, got {}, {}, {}",
               c.vocab, c.context, c.layers);
   tok_emb = register_module("tok_emb", std::make_shared<nn::Embedding>(c.vocab, c.dim, 0.02));
   pos_emb = register_module("pos_emb", std::make_shared<nn::PositionalEmbedding>(c.context, c.dim, 0.02));
+  if (c.short_conv > 0) conv = register_module("conv", std::make_shared<ShortConv>(c.short_conv, c.dim));
   blocks = register_module("blocks", std::make_shared<nn::Sequential>());
   for (int64_t i = 0; i < c.layers; ++i)
     blocks->push_back(std::make_shared<nn::TransformerBlock>(nn::TransformerBlockConfig{.dim = c.dim,
@@ -47,6 +68,7 @@ GPT::GPT(const ModelConfig& c) : Module("GPT"), cfg_(c) {
     auto& attn = dynamic_cast<nn::QKVAttention&>(*b.attn);
     init(*attn.qkv, 0.02);
     init(*attn.proj, proj_std);
+    if (!b.mlp) continue;  // mlp_ratio 0: attention only
     init(*b.mlp->fc1, 0.02);
     init(*b.mlp->fc2, proj_std);
   }
@@ -66,8 +88,10 @@ GPT::GPT(const ModelConfig& c) : Module("GPT"), cfg_(c) {
     for (size_t i = 0; i < blocks->size(); ++i) {
       nn::TransformerBlock& b = block(i);
       auto& attn = dynamic_cast<nn::QKVAttention&>(*b.attn);
-      for (nn::Linear* l : {attn.qkv.get(), attn.proj.get(), b.mlp->fc1.get(), b.mlp->fc2.get()}) freeze(l->bias);
+      for (nn::Linear* l : {attn.qkv.get(), attn.proj.get()}) freeze(l->bias);
       freeze(b.ln1->bias);
+      if (!b.mlp) continue;
+      for (nn::Linear* l : {b.mlp->fc1.get(), b.mlp->fc2.get()}) freeze(l->bias);
       freeze(b.ln2->bias);
     }
     freeze(ln_f->bias);
@@ -87,11 +111,31 @@ Tensor GPT::head_logits(const Tensor& h) {
   return head ? head->forward(h) : matmul(h, tok_emb->weight.transpose(0, 1));  // tied: h Eᵀ
 }
 
-Tensor GPT::forward(const Tensor& tokens) {
+Tensor GPT::hidden(const Tensor& tokens) {
   LINEA_CHECK(tokens.dim() == 2 && tokens.size(1) <= cfg_.context,
               "[GPT] expected tokens [B, T] with T <= context {}, got {}", cfg_.context, shape_str(tokens.shape()));
-  Tensor x = blocks->forward(pos_emb->forward(tok_emb->forward(tokens)));
-  return head_logits(ln_f->forward(x));
+  Tensor x = pos_emb->forward(tok_emb->forward(tokens));
+  if (conv) x = conv->forward(x);
+  return ln_f->forward(blocks->forward(x));
+}
+
+Tensor GPT::forward(const Tensor& tokens) { return head_logits(hidden(tokens)); }
+
+std::pair<Tensor, Tensor> GPT::scored_logits(const Tensor& tokens, const Tensor& targets) {
+  LINEA_CHECK(targets.dtype() == DType::Int64 && targets.shape() == tokens.shape(),
+              "[GPT] scored_logits: expected int64 targets shaped like the tokens {}, got {} {}",
+              shape_str(tokens.shape()), targets.dtype(), shape_str(targets.shape()));
+  const std::vector<int64_t> t = targets.to(Device::cpu()).contiguous().to_vector_as<int64_t>();
+  const int64_t ignore = nn::CrossEntropyOptions{}.ignore_index;
+  std::vector<int64_t> rows, kept;
+  for (int64_t i = 0; i < static_cast<int64_t>(t.size()); ++i)
+    if (t[i] != ignore) rows.push_back(i), kept.push_back(t[i]);
+  LINEA_CHECK(!rows.empty(), "[GPT] scored_logits: every target of {} is ignored (-100)", shape_str(targets.shape()));
+  const Device dev = tokens.device();
+  const auto n = static_cast<int64_t>(rows.size());
+  const Tensor h = hidden(tokens);
+  const Tensor picked = index_select(h.reshape({-1, cfg_.dim}), 0, from_vector(rows, {n}, dev));
+  return {head_logits(picked), from_vector(kept, {n}, dev)};
 }
 
 // ---------------------------------------------------------------- generation
@@ -102,6 +146,8 @@ void Decoder::restart_streams() {
   streams_.clear();
   pos_ = 0;
   if (model_.config().attn != "mhla") return;
+  LINEA_CHECK(!model_.conv, "[Decoder] MHLA's streaming form has no short convolution (short_conv {})",
+              model_.config().short_conv);
   for (size_t i = 0; i < model_.blocks->size(); ++i) {
     auto& attn = dynamic_cast<nn::MHLA&>(*model_.block(i).attn);
     // The options MHLA::attend uses for its causal chunkwise op, so both forms compute one function.
@@ -130,7 +176,7 @@ Tensor Decoder::step_stream(int64_t token) {
     }
     Tensor o = attn.out_norm->forward(streams_[i].step(q, k, v));
     x = x + attn.proj->forward(o.reshape({1, D}));
-    x = x + b.mlp->forward(b.ln2->forward(x));
+    if (b.mlp) x = x + b.mlp->forward(b.ln2->forward(x));
   }
   ++pos_;
   return model_.head_logits(model_.ln_f->forward(x)).view({-1});
@@ -222,9 +268,13 @@ Trainer::Trainer(std::shared_ptr<GPT> m, const OptimConfig& o) : model(std::move
 double Trainer::lr() const { return nn::warmup_cosine(step_, schedule_); }
 
 StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
+  return train_step([&] { return nn::cross_entropy(model->forward(x), y); });
+}
+
+StepStats Trainer::train_step(const std::function<Tensor()>& loss_fn) {
   StepStats s;
   auto t = std::chrono::steady_clock::now();
-  Tensor loss = nn::cross_entropy(model->forward(x), y);
+  Tensor loss = loss_fn();
   s.loss = loss.item();
   s.forward_s = seconds_since(t);
 

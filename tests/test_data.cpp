@@ -5,9 +5,11 @@
 #include <zlib.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "data/dataloader.h"
@@ -412,65 +414,119 @@ TEST_CASE("CharCorpus: 90/10 split, batches are windows of the split shifted by 
 
 // ---------------------------------------------------------------- MQAR
 
-TEST_CASE("make_mqar: layout, targets are the paired values, the rest is ignored") {
-  MqarConfig cfg{.vocab = 64, .seq_len = 40, .num_kv = 6, .num_queries = 4};
-  Generator gen(1);
-  MqarBatch b = make_mqar(cfg, 32, gen);
-  CHECK(b.inputs.shape() == Shape{32, 40});
-  CHECK(b.targets.shape() == Shape{32, 40});
-  const auto in = ints(b.inputs), tg = ints(b.targets);
-  for (int64_t s = 0; s < 32; ++s) {
-    std::map<int64_t, int64_t> kv;
-    for (int64_t i = 0; i < 6; ++i) {
-      const int64_t k = in[s * 40 + 2 * i], v = in[s * 40 + 2 * i + 1];
-      CHECK((k >= 1 && k < 32));
-      CHECK((v >= 32 && v < 64));
-      CHECK(kv.count(k) == 0);  // distinct keys
-      kv[k] = v;
+namespace {
+std::vector<int64_t> ids_upto(int64_t n, int64_t first = 0) {
+  std::vector<int64_t> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = first + i;
+  return v;
+}
+}  // namespace
+
+TEST_CASE("make_mqar: Zoology's layout: disjoint key and value ranges, every key queried once, only queries scored") {
+  for (const bool random_fill : {false, true}) {
+    CAPTURE(random_fill);
+    const MqarConfig cfg{.vocab = 128, .seq_len = 40, .num_kv = 6, .random_non_queries = random_fill};
+    const int64_t T = 40, C = 12;  // C: the pairs' tokens
+    const MqarBatch b = make_mqar(cfg, 5, ids_upto(64));
+    REQUIRE(b.inputs.shape() == Shape{64, T});
+    REQUIRE(b.targets.shape() == Shape{64, T});
+    const auto in = ints(b.inputs), tg = ints(b.targets);
+    int64_t fillers = 0;
+    for (int64_t s = 0; s < 64; ++s) {
+      const int64_t* x = in.data() + s * T;
+      const int64_t* y = tg.data() + s * T;
+      std::map<int64_t, int64_t> kv;
+      std::set<int64_t> values;
+      for (int64_t i = 0; i < 6; ++i) {
+        CHECK((x[2 * i] >= 1 && x[2 * i] < 64));         // keys in [1, vocab/2)
+        CHECK((x[2 * i + 1] >= 64 && x[2 * i + 1] < 128));  // values in [vocab/2, vocab)
+        CHECK(kv.count(x[2 * i]) == 0);                     // unique keys
+        CHECK(values.insert(x[2 * i + 1]).second);          // unique values
+        kv[x[2 * i]] = x[2 * i + 1];
+      }
+      for (int64_t t = 0; t < C; ++t) CHECK(y[t] == kIgnoreIndex);
+      std::map<int64_t, int64_t> asked;  // key -> times queried
+      for (int64_t t = C; t < T; ++t) {
+        if (y[t] == kIgnoreIndex) {
+          // Not a query: token 0, or with random_non_queries a random token.
+          if (!random_fill) CHECK(x[t] == 0);
+          fillers += 1;
+          continue;
+        }
+        CHECK((t - C) % 2 == 0);  // queries sit at even offsets after the pairs
+        REQUIRE(kv.count(x[t]) == 1);
+        CHECK(y[t] == kv[x[t]]);  // the label is the value paired with the queried key
+        ++asked[x[t]];
+      }
+      CHECK(asked.size() == 6);  // every key ...
+      for (auto [key, n] : asked) CHECK(n == 1);  // ... exactly once
     }
-    int64_t queries = 0;
-    std::set<int64_t> asked;
-    for (int64_t t = 0; t < 40; ++t) {
-      if (tg[s * 40 + t] == kIgnoreIndex) continue;
-      ++queries;
-      const int64_t key = in[s * 40 + t];
-      CHECK(t >= 12);
-      REQUIRE(kv.count(key) == 1);
-      CHECK(tg[s * 40 + t] == kv[key]);      // the value paired with the key
-      CHECK(in[s * 40 + t + 1] == kv[key]);  // and the next input is that value
-      asked.insert(key);
+    CHECK(fillers == 64 * (T - C - 6));
+    if (random_fill) {  // the fillers are random tokens of the whole vocabulary, not all 0
+      int64_t zeros = 0;
+      for (int64_t t : in) zeros += t == 0;
+      CHECK(zeros < fillers / 20);
     }
-    CHECK(queries == 4);
-    CHECK(asked.size() == 4);  // distinct keys are queried
+    const Accuracy all = masked_accuracy(b.targets, b.targets);
+    CHECK(all.total == 64 * 6);
+    CHECK(all.value() == 1.0);
+    CHECK(masked_accuracy(zeros_like(b.targets), b.targets).value() == 0.0);
   }
-  Accuracy all = masked_accuracy(b.targets, b.targets);
-  CHECK(all.total == 32 * 4);
-  CHECK(all.value() == 1.0);
-  CHECK(masked_accuracy(zeros_like(b.targets), b.targets).value() == 0.0);
 }
 
-TEST_CASE("make_mqar: deterministic for a seed, different across seeds; noise off; errors") {
-  MqarConfig cfg{.vocab = 128, .seq_len = 32, .num_kv = 4, .num_queries = 4};
-  Generator a(7), b(7), c(8);
-  MqarBatch x = make_mqar(cfg, 8, a), y = make_mqar(cfg, 8, b), z = make_mqar(cfg, 8, c);
-  CHECK(ints(x.inputs) == ints(y.inputs));
-  CHECK(ints(x.targets) == ints(y.targets));
-  CHECK(ints(x.inputs) != ints(z.inputs));
-  CHECK(ints(x.inputs) != ints(make_mqar(cfg, 8, a).inputs));  // the generator moves on
+TEST_CASE("make_mqar: query gaps follow the power law (g+1)^(a-1)") {
+  // One pair, so each example draws one gap g from [0, space): P(g) = (g+1)^(a-1) / sum.
+  const int64_t T = 34, space = 16, n = 20000;
+  for (const double a : {0.01, 1.0}) {
+    CAPTURE(a);
+    const MqarConfig cfg{.vocab = 64, .seq_len = T, .num_kv = 1, .power_a = a};
+    const MqarBatch b = make_mqar(cfg, 3, ids_upto(n));
+    const auto tg = ints(b.targets);
+    std::vector<int64_t> count(space, 0);
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t t = 2; t < T; ++t)
+        if (tg[s * T + t] != kIgnoreIndex) ++count[(t - 2) / 2];
+    double z = 0;
+    for (int64_t g = 0; g < space; ++g) z += std::pow(g + 1.0, a - 1);
+    for (int64_t g : {0, 1, 7, 15}) {
+      const double p = std::pow(g + 1.0, a - 1) / z, sd = std::sqrt(p * (1 - p) / n);
+      CAPTURE(g);
+      CHECK(std::abs(static_cast<double>(count[g]) / n - p) < 5 * sd);
+    }
+  }
+}
 
-  cfg.noise = false;
-  MqarBatch q = make_mqar(cfg, 4, a);
-  int64_t zeros_count = 0;
-  for (int64_t v : ints(q.inputs)) zeros_count += v == 0;
-  CHECK(zeros_count == 4 * (32 - 8 - 8));  // everything but pairs and query slots is token 0
+TEST_CASE("make_mqar: a fixed split: example i is the same sequence in any batch; splits differ; errors") {
+  const MqarConfig cfg{.vocab = 8192, .seq_len = 64, .num_kv = 8};
+  const MqarBatch all = make_mqar(cfg, 11, ids_upto(40));
+  const MqarBatch some = make_mqar(cfg, 11, {31, 2, 31});  // any order, repeats allowed
+  const auto a = ints(all.inputs), s = ints(some.inputs), at = ints(all.targets), st = ints(some.targets);
+  auto row = [](const std::vector<int64_t>& v, int64_t r) { return std::vector<int64_t>(v.begin() + r * 64, v.begin() + (r + 1) * 64); };
+  CHECK(row(s, 0) == row(a, 31));
+  CHECK(row(s, 1) == row(a, 2));
+  CHECK(row(s, 2) == row(a, 31));
+  CHECK(row(st, 1) == row(at, 2));
+  CHECK(row(a, 0) != row(a, 1));
 
-  CHECK_THROWS_WITH_AS(make_mqar({.vocab = 128, .seq_len = 17, .num_kv = 6, .num_queries = 3}, 1, a),
-                       doctest::Contains("cannot hold 6 key-value pairs and 3 queries"), linea::Error);
-  CHECK_THROWS_WITH_AS(make_mqar({.vocab = 10, .seq_len = 64, .num_kv = 8, .num_queries = 8}, 1, a),
-                       doctest::Contains("too few for num_kv 8"), linea::Error);
-  CHECK_THROWS_WITH_AS(make_mqar({.vocab = 64, .seq_len = 64, .num_kv = 4, .num_queries = 5}, 1, a),
-                       doctest::Contains("num_queries <= num_kv"), linea::Error);
-  CHECK_THROWS_WITH_AS(masked_accuracy(q.inputs, q.targets.view({-1})), doctest::Contains("[masked_accuracy]"),
+  // Train and test splits (two seeds) share no example.
+  const auto train = ints(make_mqar(cfg, 11, ids_upto(2000)).inputs);
+  const auto test = ints(make_mqar(cfg, 12, ids_upto(300)).inputs);
+  std::set<std::vector<int64_t>> seen;
+  for (int64_t r = 0; r < 2000; ++r) seen.insert(row(train, r));
+  CHECK(seen.size() == 2000);
+  for (int64_t r = 0; r < 300; ++r) CHECK(seen.count(row(test, r)) == 0);
+
+  auto err = [](MqarConfig c) { return make_mqar(c, 1, {0}); };
+  CHECK_THROWS_WITH_AS(err({.vocab = 64, .seq_len = 64, .num_kv = 4}), doctest::Contains("vocab 64 must exceed seq_len 64"),
+                       linea::Error);
+  CHECK_THROWS_WITH_AS(err({.vocab = 128, .seq_len = 33, .num_kv = 4}), doctest::Contains("even seq_len"), linea::Error);
+  CHECK_THROWS_WITH_AS(err({.vocab = 128, .seq_len = 30, .num_kv = 8}),
+                       doctest::Contains("cannot hold 8 key-value pairs and their queries (needs 32)"), linea::Error);
+  CHECK_THROWS_WITH_AS(err({.vocab = 128, .seq_len = 32, .num_kv = 4, .power_a = 0}), doctest::Contains("power_a"),
+                       linea::Error);
+  CHECK_THROWS_WITH_AS(make_mqar(cfg, 1, {}), doctest::Contains("at least one example"), linea::Error);
+  CHECK_THROWS_WITH_AS(make_mqar(cfg, 1, {-1}), doctest::Contains("ids are >= 0"), linea::Error);
+  CHECK_THROWS_WITH_AS(masked_accuracy(all.inputs, all.targets.view({-1})), doctest::Contains("[masked_accuracy]"),
                        linea::Error);
 }
 
