@@ -1,0 +1,67 @@
+// Pictures for the examples: heatmaps as PNG through libpng, line plots through gnuplot.
+//
+// Both tools are Debian packages that scripts/setup.sh installs (libpng-dev, gnuplot-nox); neither
+// is needed to build linea. Without libpng at configure time write_heatmap_png throws, without
+// gnuplot on PATH line_plot throws; png_available() / gnuplot_available() say which works here.
+//
+//   plot::write_heatmap_png("a.png", {head0, head1, mean}, {.vmin = 1e-4, .vmax = 1, .log = true});
+//   plot::line_plot("rank.png", {.title = "rank", .xlabel = "N", .ylabel = "rank", .logx = true,
+//                                .series = {{"linear", ns, ranks}}});
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <linea/linea.h>
+
+namespace linea::plot {
+
+bool png_available();      // this build links libpng
+bool gnuplot_available();  // a `gnuplot` program is on PATH
+
+// How a value becomes a colour: clipped to [vmin, vmax] (on log10 of both when `log`), then
+// mapped onto viridis (dark purple = vmin, yellow = vmax). One scale for several maps makes their
+// colours comparable.
+struct ColorScale {
+  double vmin = 0, vmax = 1;
+  bool log = false;  // values <= 0 then get vmin's colour
+};
+
+struct HeatmapLayout {
+  int64_t pixel = 1;  // each cell becomes a pixel×pixel square
+  int64_t gap = 4;    // white columns between maps
+};
+
+// 2-D maps of equal shape [rows, cols] (any float dtype, on the CPU), written side by side
+// (left to right) as one RGB PNG of rows·pixel × (count·cols·pixel + (count − 1)·gap) pixels.
+// Throws a linea::Error naming the file on bad shapes, a bad scale or a write failure.
+void write_heatmap_png(const std::string& path, const std::vector<Tensor>& maps, ColorScale scale,
+                       HeatmapLayout layout = {});
+
+// The RGB colour (0..255 each) of t in [0, 1] on viridis, for a legend or a test.
+std::array<uint8_t, 3> viridis(double t);
+
+struct Series {
+  std::string name;
+  std::vector<double> x, y;  // of equal length; NaN y values leave a gap
+};
+
+struct LinePlot {
+  std::string title, xlabel, ylabel;
+  bool logx = false, logy = false;
+  std::vector<Series> series;
+  int64_t width = 800, height = 500;  // pixels
+};
+
+// Draws every series (lines with points) into a PNG through gnuplot. Throws a linea::Error with
+// gnuplot's own message when gnuplot is missing or fails.
+void line_plot(const std::string& png_path, const LinePlot& plot);
+
+// A run's metrics.csv (a header of column names, then numeric rows, as the examples write) as
+// loss and accuracy curves: <dir>/loss.png gets every column whose name holds "loss",
+// <dir>/accuracy.png every column holding "acc", both against the "step" column (else the first).
+// Returns the files written (accuracy.png only when there are such columns).
+std::vector<std::string> plot_metrics(const std::string& csv_path, const std::string& out_dir);
+
+}  // namespace linea::plot
