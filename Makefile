@@ -3,9 +3,16 @@
 #                (examples/vit_fmnist --attn mhla, about 5 minutes on 2 cores) and print its test accuracy
 #   make test    the same setup, build everything, run the whole test suite (ctest)
 #   make lm      char-level GPT with causal MHLA on the King James Bible (prepared once), then a sample
-#   make mqar    associative recall: softmax vs linear vs MHLA at a few sequence lengths
+#   make mqar    associative recall (Zoology's MQAR): softmax vs linear vs MHLA at 4, 8, 16 key-value pairs
 #   make bench   the kernel benchmarks (bench/) and the examples' training-step benchmarks
 #   make build   setup + configure + build everything;  make clean  removes the build dir
+#   make train-dist NP=2   make train's ViT, data-parallel over NP processes (mpirun, THREADS each)
+#   make sanitize  the whole test suite built with ASan + UBSan (g++, CUDA off) in build-sanitize/;
+#                make sanitize-core only the file-reading and shape families (what .ci/run runs)
+#   make fuzz    clang + libFuzzer: each file parser's fuzzer (tests/fuzz) for FUZZ_RUNS executions
+#                (default 1000000) in build-fuzz/; crashes land in build-fuzz/tests/fuzz/<parser>-*
+#   make fuzz-short  the same fuzzers for 20 s each (ctest -L fuzz), as .ci/run does
+#   make clang   build everything with clang++ (CUDA off) in build-clang/
 # BUILD_DIR (default build) and JOBS (default 2) can be overridden: make test JOBS=8
 
 BUILD_DIR ?= build
@@ -17,16 +24,19 @@ MAKEFLAGS += --no-print-directory
 # measured, a ViT-MHLA training step took 152 ms spinning and 106 ms passive. Override to compare.
 export OMP_WAIT_POLICY ?= passive
 
+# train and lm start a fresh run each time: --overwrite on replaces the previous run's files in
+# runs/<program>_<attn>/ (the programs refuse a non-empty --out without it).
+
 # Setup is idempotent and fast when everything is installed, so every entry point runs it.
 CONFIGURE = scripts/setup.sh && cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: train test build clean lm mqar bench
+.PHONY: train test build clean lm mqar bench train-dist sanitize sanitize-core fuzz fuzz-short fuzz-build clang
 
 train:
 	$(CONFIGURE)
 	scripts/prepare_data.sh fmnist
 	cmake --build $(BUILD_DIR) -j$(JOBS) --target vit_fmnist
-	$(BUILD_DIR)/examples/vit_fmnist --attn mhla
+	$(BUILD_DIR)/examples/vit_fmnist --attn mhla --overwrite on
 
 build:
 	$(CONFIGURE)
@@ -42,7 +52,7 @@ lm:
 	$(CONFIGURE)
 	scripts/prepare_data.sh kjv
 	cmake --build $(BUILD_DIR) -j$(JOBS) --target char_lm
-	$(BUILD_DIR)/examples/char_lm --attn mhla --sample 500
+	$(BUILD_DIR)/examples/char_lm --attn mhla --sample 500 --overwrite on
 
 mqar:
 	$(CONFIGURE)
@@ -57,3 +67,60 @@ bench:
 	$(BUILD_DIR)/bench/bench_attention
 	$(BUILD_DIR)/examples/vit_fmnist --bench 20 --attn all
 	$(BUILD_DIR)/examples/char_lm --bench 20 --attn all
+
+# Data-parallel make train: NP processes (default 2) of THREADS OpenMP threads (default 1), each
+# training on its NP-th of every batch; rank 0 prints and writes runs/vit_fmnist_mhla. The
+# OMPI_ALLOW_RUN_AS_ROOT pair lets it run as root (containers, CI).
+NP ?= 2
+THREADS ?= 1
+train-dist:
+	$(CONFIGURE)
+	scripts/prepare_data.sh fmnist
+	cmake --build $(BUILD_DIR) -j$(JOBS) --target vit_fmnist
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np $(NP) --oversubscribe --bind-to none \
+	  -x OMP_WAIT_POLICY $(BUILD_DIR)/examples/vit_fmnist --attn mhla --threads $(THREADS)
+# ---- sanitizers, fuzzing, clang (tests/fuzz/CMakeLists.txt has the fuzz tests)
+SANITIZE_DIR ?= build-sanitize
+FUZZ_DIR ?= build-fuzz
+CLANG_DIR ?= build-clang
+FUZZ_RUNS ?= 1000000
+FUZZ_PARSERS = npy safetensors idx idx_gz vocab corpus
+NO_CUDA = -DLINEA_CUDA=OFF -DLINEA_BUILD_BENCH=OFF
+
+SANITIZE_TARGETS ?= all
+sanitize:
+	scripts/setup.sh
+	cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(NO_CUDA) -DLINEA_SANITIZE=ON
+	cmake --build $(SANITIZE_DIR) -j$(JOBS) --target $(SANITIZE_TARGETS)
+	cd $(SANITIZE_DIR) && ctest --output-on-failure $(CTEST_ARGS)
+
+# What .ci/run sanitizes, to keep CI short: the families that read files or
+# check shapes and sizes, and the fuzz replays.
+SANITIZE_CORE = sizes io checkpoint data creation view
+sanitize-core:
+	$(MAKE) sanitize SANITIZE_TARGETS="$(SANITIZE_CORE:%=linea_test_%) linea_fuzz_seeds \
+	  $(FUZZ_PARSERS:%=linea_fuzz_replay_%)" CTEST_ARGS="-R '^($(subst $(eval) ,|,$(SANITIZE_CORE))|fuzz_)'"
+
+clang:
+	scripts/setup.sh fuzz
+	cmake -S . -B $(CLANG_DIR) -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ $(NO_CUDA)
+	cmake --build $(CLANG_DIR) -j$(JOBS)
+
+fuzz-build:
+	scripts/setup.sh fuzz
+	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ $(NO_CUDA) \
+	  -DLINEA_FUZZ=ON -DLINEA_BUILD_EXAMPLES=OFF
+	cmake --build $(FUZZ_DIR) -j$(JOBS) --target linea_fuzz_seeds $(FUZZ_PARSERS:%=linea_fuzz_%)
+
+fuzz-short: fuzz-build
+	cd $(FUZZ_DIR) && ctest --output-on-failure -L '^fuzz$$'
+
+fuzz: fuzz-build
+	$(FUZZ_DIR)/tests/fuzz/linea_fuzz_seeds $(FUZZ_DIR)/tests/fuzz/seeds
+	set -e; cd $(FUZZ_DIR)/tests/fuzz; for p in $(FUZZ_PARSERS); do \
+	  echo "== fuzz $$p: $(FUZZ_RUNS) runs (log: $(FUZZ_DIR)/tests/fuzz/$$p.log)"; \
+	  regressions=$(CURDIR)/tests/fuzz/regressions/$$p; [ -d $$regressions ] || regressions=; \
+	  ./linea_fuzz_$$p -runs=$(FUZZ_RUNS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix=$$p- corpus/$$p seeds/$$p $$regressions > $$p.log 2>&1 || { tail -40 $$p.log; exit 1; }; \
+	  grep -E "^Done|number_of_executed_units|peak_rss_mb" $$p.log; \
+	done

@@ -1,6 +1,7 @@
 // <linea/linea.h> — the whole public API in one include.
 #pragma once
 
+#include "linea/tensor/atomic_file.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
 #include "linea/tensor/device.h"

@@ -59,22 +59,56 @@ void accumulate_leaf(Meta& leaf, Tensor g) {
     backend(g.device()).copy(g, leaf.grad);
   }
 }
+
+// How many edges of the graph still lead into each hooked leaf: when the count reaches zero,
+// no node left to run can add to that leaf's gradient. Empty (and free) when no leaf has a hook.
+std::unordered_map<Meta*, int> hooked_leaf_edges(const std::vector<Node*>& order) {
+  std::unordered_map<Meta*, int> edges;
+  for (Node* node : order)
+    for (const auto& m : node->inputs)
+      if (m && !m->grad_fn && m->requires_grad && m->grad_ready) ++edges[m.get()];
+  return edges;
+}
+
+// Called once per node, whether or not a gradient reached it: its edges into hooked leaves are done.
+void release_leaf_edges(const Node& node, std::unordered_map<Meta*, int>& edges) {
+  if (edges.empty()) return;
+  for (const auto& m : node.inputs) {
+    auto it = m ? edges.find(m.get()) : edges.end();
+    if (it == edges.end() || --it->second > 0) continue;
+    edges.erase(it);
+    if (m->grad.defined()) m->grad_ready(m->grad);
+  }
+}
 }  // namespace
 
 bool grad_enabled() { return g_grad_enabled; }
 void set_grad_enabled(bool on) { g_grad_enabled = on; }
 
+void set_grad_ready_hook(const Tensor& leaf, GradReadyHook hook) {
+  LINEA_CHECK(leaf.defined() && leaf.is_leaf() && leaf.requires_grad(),
+              "[set_grad_ready_hook] needs a leaf tensor that requires grad (a parameter), got {}",
+              !leaf.defined() ? "an undefined tensor" : leaf.is_leaf() ? "one without requires_grad" : "an op output");
+  leaf.impl().autograd->grad_ready = std::move(hook);
+}
+
 void run_backward(const Tensor& root, Tensor grad, bool retain_graph) {
   Meta& rm = *root.impl().autograd;
   if (!rm.grad_fn) {  // backward on a leaf: its gradient is the seed itself
     accumulate_leaf(rm, std::move(grad));
+    if (rm.grad_ready) rm.grad_ready(rm.grad);
     return;
   }
   NoGradGuard guard;
   std::unordered_map<Node*, Tensor> grads{{rm.grad_fn.get(), std::move(grad)}};
-  for (Node* node : topo_order(rm.grad_fn.get())) {
+  const std::vector<Node*> order = topo_order(rm.grad_fn.get());
+  std::unordered_map<Meta*, int> leaf_edges = hooked_leaf_edges(order);
+  for (Node* node : order) {
     auto it = grads.find(node);
-    if (it == grads.end()) continue;
+    if (it == grads.end()) {
+      release_leaf_edges(*node, leaf_edges);
+      continue;
+    }
     Tensor g = std::move(it->second);
     grads.erase(it);
     LINEA_CHECK(node->backward != nullptr,
@@ -97,6 +131,7 @@ void run_backward(const Tensor& root, Tensor grad, bool retain_graph) {
       }
     }
     if (!retain_graph) node->backward = nullptr;  // frees the tensors the node saved
+    release_leaf_edges(*node, leaf_edges);
   }
 }
 

@@ -25,14 +25,14 @@ std::vector<int64_t> element_offsets(const Tensor& t) {
   return offs;
 }
 
-// The multi-index of the e-th element (row-major) of a tensor of this shape, as "[i, j, k]".
-std::string index_str(int64_t e, const Shape& shape) {
+// The multi-index of the e-th element (row-major) of a tensor of this shape.
+std::vector<int64_t> multi_index(int64_t e, const Shape& shape) {
   std::vector<int64_t> idx(shape.size());
   for (size_t d = shape.size(); d-- > 0;) {
     idx[d] = e % shape[d];
     e /= shape[d];
   }
-  return fmt::format("[{}]", fmt::join(idx, ", "));
+  return idx;
 }
 
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
@@ -85,14 +85,21 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
       set(orig);
       const double numeric = (lp - lm) / (2 * opts.eps);
       const double err = std::abs(analytic[e] - numeric);
+      const double ratio = err / (opts.atol + opts.rtol * std::abs(numeric));
       res.max_abs_error = std::max(res.max_abs_error, err);
-      if (res.ok && !(err <= opts.atol + opts.rtol * std::abs(numeric))) {
+      // NaN compares false both ways: a NaN gradient is the worst element and a failure.
+      if (res.worst.input < 0 || !(ratio <= res.worst.ratio)) {
+        const double rel = err == 0 ? 0 : err / std::abs(numeric);
+        res.worst = {static_cast<int>(i), multi_index(static_cast<int64_t>(e), x.shape()), analytic[e], numeric,
+                     err, rel, std::isnan(ratio) ? INFINITY : ratio};
+      }
+      if (res.ok && !(ratio <= 1)) {
         res.ok = false;
         res.message = fmt::format(
-            "[gradcheck] input {} (shape {}), element {}: analytic {:.10g} vs numeric {:.10g} (|diff| {:.3g} > "
+            "[gradcheck] input {} (shape {}), element [{}]: analytic {:.10g} vs numeric {:.10g} (|diff| {:.3g} > "
             "atol {} + rtol {} * |numeric|)",
-            i, shape_str(x.shape()), index_str(static_cast<int64_t>(e), x.shape()), analytic[e], numeric, err,
-            opts.atol, opts.rtol);
+            i, shape_str(x.shape()), fmt::join(multi_index(static_cast<int64_t>(e), x.shape()), ", "), analytic[e],
+            numeric, err, opts.atol, opts.rtol);
       }
     }
   }

@@ -22,10 +22,22 @@ struct GradcheckOptions {
   uint64_t seed = 0;  // for the weighting u
 };
 
+// The element closest to failing (largest |analytic - numeric| / (atol + rtol |numeric|)), so
+// a report shows where a backward is most wrong, or how much room a passing one has.
+struct GradcheckWorst {
+  int input = -1;              // which input; -1 when no input requires grad
+  std::vector<int64_t> index;  // its multi-index in that input
+  double analytic = 0, numeric = 0;
+  double abs_error = 0;  // |analytic - numeric|
+  double rel_error = 0;  // abs_error / |numeric| (inf when numeric is 0 and they differ)
+  double ratio = 0;      // abs_error / (atol + rtol |numeric|): > 1 fails
+};
+
 struct GradcheckResult {
   bool ok = true;
   std::string message;  // on failure: input, element index, analytic and numeric values
   double max_abs_error = 0;
+  GradcheckWorst worst;
   explicit operator bool() const { return ok; }
 };
 

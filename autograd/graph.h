@@ -17,10 +17,16 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
 
 struct Node;
 
+// Called by backward once a leaf's .grad is final for that backward: every node that feeds the
+// leaf has run (for a leaf reached along several paths, after the last one). What data-parallel
+// training hooks to start reducing a gradient while backward is still computing the others.
+using GradReadyHook = std::function<void(const Tensor& grad)>;
+
 struct Meta {
   bool requires_grad = false;       // set on leaves by requires_grad_()
   Tensor grad;                      // leaves: the accumulated gradient
   std::shared_ptr<Node> grad_fn;    // op outputs: the node that produced this tensor
+  GradReadyHook grad_ready;         // leaves: see set_grad_ready_hook
 };
 
 struct Node {
@@ -37,6 +43,11 @@ void set_grad_enabled(bool on);
 
 // The engine behind Tensor::backward (autograd/engine.cpp).
 void run_backward(const Tensor& root, Tensor grad, bool retain_graph);
+
+// Sets (or, with an empty hook, removes) the hook a leaf that requires grad calls when its
+// gradient is final in a backward. One hook per leaf; it runs with grad mode off and must not
+// change the gradient's shape or dtype.
+void set_grad_ready_hook(const Tensor& leaf, GradReadyHook hook);
 
 }  // namespace linea::autograd
 

@@ -29,7 +29,8 @@ Shape infer_shape(const char* op, Shape shape, int64_t n) {
       infer = static_cast<int64_t>(i);
     } else {
       LINEA_CHECK(shape[i] >= 0, "[{}] invalid size {} in shape {}", op, shape[i], shape_str(shape));
-      known *= shape[i];
+      LINEA_CHECK(!__builtin_mul_overflow(known, shape[i], &known), "[{}] shape {} is invalid for {} elements", op,
+                  shape_str(shape), n);
     }
   }
   if (infer >= 0) {

@@ -4,9 +4,9 @@
 // On the CPU, with `--attn all` each kind runs in a child process of its own, so each peak RSS
 // (getrusage) belongs to that kind alone; that must start before this process runs any OpenMP
 // code (libgomp does not survive fork). On CUDA the kinds run one after another in this process
-// (a CUDA context does not survive fork either), and the peak is the caching allocator's peak of
-// live device memory (linea::cuda::memory_stats), reset before each kind. GPU work is
-// asynchronous: the clock is read only after linea::cuda::synchronize(), so a step's time is
+// (a CUDA context does not survive fork either; nor does MPI, so under mpirun too), and the peak
+// is the caching allocator's peak of live device memory (linea::cuda::memory_stats), reset
+// before each kind. GPU work is asynchronous: the clock is read only after linea::cuda::synchronize(), so a step's time is
 // its GPU time too. (The per-phase split comes from the trainer's own clocks, which only wait
 // where the step reads a value back, e.g. loss.item(): on the GPU it is indicative.)
 #pragma once
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <linea/dist/data_parallel.h>
 #include <linea/linea.h>
 
 struct BenchRow {
@@ -76,6 +77,19 @@ inline void print_bench_row(const std::string& attn, const BenchRow& r) {
 
 // Runs row(attn) for `attn`, or for each kind when attn is "all" (on the CPU each in a child of
 // its own, on CUDA in turn, returning the cached device memory between kinds).
+// Under mpirun: what the gradient all-reduce cost each step, from DataParallel's clocks (averaged
+// over the warm-up and timed steps): waiting in synchronize() after backward, and the hooks'
+// copies and launches during backward, as a share of the median step.
+inline void print_comm_share(const linea::dist::DataParallel& dp, const BenchRow& row) {
+  const auto& s = dp.stats();
+  const double steps = double(std::max<int64_t>(s.steps, 1));
+  const double wait_ms = 1e3 * s.wait_s / steps, hooks_ms = 1e3 * s.hooks_s / steps;
+  fmt::print("  comm ({} ranks): {:.2f} ms/step waiting for all-reduces + {:.2f} ms in grad hooks = {:.1f}% of the "
+             "step; {:.2f} MB per step in {} bucket(s)\n",
+             linea::dist::world().size, wait_ms, hooks_ms, 100 * (wait_ms + hooks_ms) / row.step_ms,
+             double(s.bytes) / steps / (1 << 20), dp.num_buckets());
+}
+
 inline int run_bench_rows(const std::string& attn, linea::Device device,
                           const std::function<BenchRow(const std::string&)>& row) {
   if (attn != "all") {
@@ -83,7 +97,7 @@ inline int run_bench_rows(const std::string& attn, linea::Device device,
     return 0;
   }
   for (const char* kind : {"softmax", "linear", "mhla"}) {
-    if (device.is_cuda()) {
+    if (device.is_cuda() || linea::dist::world().size > 1) {  // no fork under CUDA or MPI
       print_bench_row(kind, row(kind));
       linea::cuda::empty_cache();
       continue;

@@ -7,6 +7,7 @@
 //   char_lm --load runs/char_lm_mhla/checkpoint.safetensors --sample 500   sample only
 //   char_lm --bench 20 --attn all            median time per training step of each attention kind
 //   char_lm --help                           every flag with its default
+//   mpirun -np 2 char_lm --threads 1          data-parallel: each process trains on half of every batch
 //
 // The defaults are nanoGPT's CPU config (4 layers, 4 heads, width 128, context 64, batch 12, 2000
 // steps, lr 1e-3 with 100 warm-up steps and cosine decay to 1e-4, weight decay 0.1, grad clip 1,
@@ -23,19 +24,23 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
+#include <optional>
 #include <numbers>
 
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 #include <linea/linea.h>
 
+#include "data/memory_budget.h"
 #include "data/progress.h"
+#include "data/run_files.h"
 #include "data/sampling.h"
 #include "data/text.h"
 #include "flags.h"
 #include "bench_steps.h"
+#include "dist_run.h"
 #include "gpt_model.h"
+#include "run_checkpoint.h"
 
 using namespace linea;
 
@@ -55,6 +60,7 @@ struct Config {
   // Running (not saved).
   std::string data;  // "" = the KJV (data::default_corpus_path())
   std::string out, resume, load;
+  bool overwrite = false;
   int64_t eval_interval = 500, eval_batches = 200;
   int64_t sample = 0;
   double temperature = 0.8;
@@ -68,35 +74,40 @@ const std::vector<flags::Flag<Config>>& flag_table() {
   using flags::flag;
   static const std::vector<flags::Flag<Config>> t = {
       flag("attn", &Config::attn, true, "softmax | linear | mhla (all: with --bench, the three in turn)"),
-      flag("layers", &Config::layers, true, "transformer blocks"),
-      flag("heads", &Config::heads, true, "attention heads"),
-      flag("dim", &Config::dim, true, "model width"),
-      flag("context", &Config::context, true, "tokens per training window (and the longest context)"),
-      flag("chunk", &Config::chunk, true, "MHLA: tokens per chunk"),
-      flag("mlp-ratio", &Config::mlp_ratio, true, "MLP hidden size / dim"),
-      flag("dropout", &Config::dropout, true, "dropout on attention outputs and in the MLP"),
+      flag("layers", &Config::layers, true, "transformer blocks", flags::positive()),
+      flag("heads", &Config::heads, true, "attention heads", flags::positive()),
+      flag("dim", &Config::dim, true, "model width", flags::positive()),
+      flag("context", &Config::context, true, "tokens per training window (and the longest context)",
+           flags::positive()),
+      flag("chunk", &Config::chunk, true, "MHLA: tokens per chunk", flags::positive()),
+      flag("mlp-ratio", &Config::mlp_ratio, true, "MLP hidden size / dim", flags::positive()),
+      flag("dropout", &Config::dropout, true, "dropout on attention outputs and in the MLP", flags::below(0, 1)),
       flag("tie", &Config::tie, true, "on | off: the head shares the token embedding's weights"),
       flag("bias", &Config::bias, true, "on | off: biases in the Linears and LayerNorms (off: nanoGPT's bias=False)"),
-      flag("steps", &Config::steps, true, "optimizer steps"),
-      flag("batch", &Config::batch, true, "windows per step"),
-      flag("warmup", &Config::warmup, true, "linear warm-up steps"),
-      flag("lr", &Config::lr, true, "peak learning rate (AdamW)"),
-      flag("min-lr", &Config::min_lr, true, "learning rate at the end of the cosine"),
-      flag("weight-decay", &Config::weight_decay, true, "AdamW decoupled weight decay (weight matrices, embeddings)"),
-      flag("beta2", &Config::beta2, true, "AdamW beta2"),
-      flag("grad-clip", &Config::grad_clip, true, "global grad-norm clip (0: off)"),
+      flag("steps", &Config::steps, true, "optimizer steps", flags::positive()),
+      flag("batch", &Config::batch, true, "windows per step", flags::positive()),
+      flag("warmup", &Config::warmup, true, "linear warm-up steps", flags::at_least(0)),
+      flag("lr", &Config::lr, true, "peak learning rate (AdamW)", flags::positive(1)),
+      flag("min-lr", &Config::min_lr, true, "learning rate at the end of the cosine", flags::at_least(0)),
+      flag("weight-decay", &Config::weight_decay, true, "AdamW decoupled weight decay (weight matrices, embeddings)",
+           flags::at_least(0)),
+      flag("beta2", &Config::beta2, true, "AdamW beta2", flags::open(0, 1)),
+      flag("grad-clip", &Config::grad_clip, true, "global grad-norm clip (0: off)", flags::at_least(0)),
       flag("seed", &Config::seed, true, "seeds the weights and the training windows"),
       flag("data", &Config::data, false, "a text file (default: the KJV from scripts/prepare_data.sh kjv)"),
       flag("out", &Config::out, false, "run directory (default runs/char_lm_<attn>)"),
+      flag("overwrite", &Config::overwrite, false, "on: replace the run in a non-empty --out (off: refuse it)"),
       flag("resume", &Config::resume, false, "continue from this checkpoint (its config is the base)"),
       flag("load", &Config::load, false, "sample from this checkpoint (no training); needs --sample"),
-      flag("eval-interval", &Config::eval_interval, false, "steps between val-loss estimates"),
-      flag("eval-batches", &Config::eval_batches, false, "random windows x batch in each loss estimate"),
-      flag("sample", &Config::sample, false, "characters to generate after training (or from --load)"),
-      flag("temperature", &Config::temperature, false, "sampling temperature"),
+      flag("eval-interval", &Config::eval_interval, false, "steps between val-loss estimates", flags::positive()),
+      flag("eval-batches", &Config::eval_batches, false, "random windows x batch in each loss estimate",
+           flags::positive()),
+      flag("sample", &Config::sample, false, "characters to generate after training (or from --load)",
+           flags::at_least(0)),
+      flag("temperature", &Config::temperature, false, "sampling temperature", flags::positive()),
       flag("prompt", &Config::prompt, false, "text the sample continues"),
-      flag("bench", &Config::bench, false, "time N training steps (median), no training"),
-      flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)"),
+      flag("bench", &Config::bench, false, "time N training steps (median), no training", flags::at_least(0)),
+      flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)", flags::at_least(0, 1024)),
       flag("device", &Config::device, false, "cpu | cuda: where training and --bench run (sampling runs on the CPU)"),
       flag("trace", &Config::trace, false,
            "write each step's window offsets, lr, loss and grad norm to this file, the val windows' offsets, "
@@ -107,30 +118,37 @@ const std::vector<flags::Flag<Config>>& flag_table() {
 
 [[noreturn]] void fail(const std::string& msg) { flags::fail("char_lm", msg); }
 
+// What the flags' ranges cannot see: values that depend on each other.
 void check(const Config& o) {
   if (o.attn != "softmax" && o.attn != "linear" && o.attn != "mhla" && o.attn != "all")
     fail(fmt::format("--attn must be softmax, linear or mhla (or all with --bench), got '{}'", o.attn));
   if (o.attn == "all" && o.bench == 0) fail("--attn all only goes with --bench N");
-  for (auto [name, v] : {std::pair{"layers", o.layers}, {"heads", o.heads}, {"dim", o.dim}, {"context", o.context},
-                         {"chunk", o.chunk}, {"steps", o.steps}, {"batch", o.batch}, {"eval-interval", o.eval_interval},
-                         {"eval-batches", o.eval_batches}})
-    if (v <= 0) fail(fmt::format("--{} must be > 0, got {}", name, v));
   if (o.dim % o.heads != 0) fail(fmt::format("--dim {} is not a multiple of --heads {}", o.dim, o.heads));
-  if (!(o.lr > 0) || o.min_lr < 0 || o.min_lr > o.lr)
-    fail(fmt::format("need lr > 0 and 0 <= min-lr <= lr, got lr {}, min-lr {}", o.lr, o.min_lr));
-  if (o.warmup < 0 || o.weight_decay < 0 || o.grad_clip < 0 || o.dropout < 0 || o.dropout >= 1)
-    fail("--warmup, --weight-decay and --grad-clip must be >= 0, --dropout in [0, 1)");
-  if (!(o.beta2 > 0 && o.beta2 < 1)) fail(fmt::format("--beta2 must be in (0, 1), got {}", o.beta2));
-  if (!(o.temperature > 0)) fail(fmt::format("--temperature must be > 0, got {}", o.temperature));
-  if (o.sample < 0 || o.bench < 0 || o.threads < 0) fail("--sample, --bench and --threads must be >= 0");
+  if (o.min_lr > o.lr) fail(fmt::format("--min-lr {} is above --lr {}", o.min_lr, o.lr));
+  if (o.warmup > o.steps) fail(fmt::format("--warmup {} is more than --steps {}", o.warmup, o.steps));
+  if (o.lr * o.weight_decay >= 1)  // AdamW scales the weights by 1 - lr·wd every step
+    fail(fmt::format("--weight-decay {} x --lr {} must be < 1", o.weight_decay, o.lr));
   if (!o.load.empty() && o.sample == 0) fail("--load samples from a checkpoint: give --sample N");
   if (!o.load.empty() && !o.resume.empty()) fail("--load and --resume do not go together");
   if (o.prompt.empty()) fail("--prompt must not be empty");
+  if (const int n = dist::world().size; n > 1) {
+    if (o.batch % n != 0) fail(fmt::format("--batch {} does not split evenly over {} processes", o.batch, n));
+    if (!o.trace.empty()) fail("--trace records a single process's run: run it without mpirun");
+  }
 }
 
 gpt::ModelConfig model_config(const Config& o, int64_t vocab) {
   return {.attn = o.attn, .vocab = vocab, .layers = o.layers, .heads = o.heads, .dim = o.dim, .context = o.context,
           .chunk = o.chunk, .mlp_ratio = o.mlp_ratio, .dropout = o.dropout, .tie = o.tie, .bias = o.bias};
+}
+
+// Refuses a config that cannot fit before anything is allocated: the model at the largest
+// vocabulary a byte corpus can have (256), the fixed train and val windows, the sample.
+void check_memory(const Config& o) {
+  const double windows = 2 * double(o.eval_batches) * double(o.batch) * double(o.context) * 2 * 8;  // int64 x, y
+  const double model = gpt::training_bytes(model_config(o, 256), o.batch);
+  data::check_memory_budget("char_lm", model + windows + 16 * double(o.sample),
+                            "--context, --layers, --dim, --mlp-ratio, --batch, --eval-batches or --sample");
 }
 gpt::OptimConfig optim_config(const Config& o) {
   // nanoGPT's warm-up, lr·(step+1)/(warmup+1): step 0 already moves the weights.
@@ -202,10 +220,14 @@ BenchRow bench_one(Config o, const std::string& attn, Device dev) {
   auto model = std::make_shared<gpt::GPT>(model_config(o, 65));
   nn::to(*model, dev);
   gpt::Trainer trainer(model, optim_config(o));
+  if (dist::world().size > 1) trainer.distribute();
   Generator gen(o.seed);
-  const Tensor x = randint(0, 65, {o.batch, o.context}, gen).to(dev);
-  const Tensor y = randint(0, 65, {o.batch, o.context}, gen).to(dev);
-  return time_steps(o.bench, double(o.batch * o.context), dev, [&] { return trainer.train_step(x, y); });
+  const int64_t rows = dist::shard(o.batch).size;  // under mpirun: this rank's share of the batch
+  const Tensor x = randint(0, 65, {rows, o.context}, gen).to(dev);
+  const Tensor y = randint(0, 65, {rows, o.context}, gen).to(dev);
+  BenchRow row = time_steps(o.bench, double(o.batch * o.context), dev, [&] { return trainer.train_step(x, y); });
+  if (trainer.data_parallel) print_comm_share(*trainer.data_parallel, row);
+  return row;
 }
 
 int run_bench(const Config& o, Device dev) {
@@ -233,36 +255,63 @@ int run_train(const Config& o, Device dev) {
   std::string out = o.out.empty() ? "runs/char_lm_" + o.attn : o.out;
   if (o.out.empty() && !o.resume.empty()) out = std::filesystem::path(o.resume).parent_path().string();
   if (out.empty()) out = ".";
-  std::filesystem::create_directories(out);
+  const data::RunStart start = data::run_start(out, o.resume, o.overwrite);
+  data::check_run_dir("char_lm", out, start);  // before anything is loaded
   const std::string ckpt = out + "/checkpoint.safetensors", csv_path = out + "/metrics.csv";
   const std::string data_path = o.data.empty() ? data::default_corpus_path() : o.data;
   // A resumed run keeps the ids it was trained with.
   const data::CharCorpus corpus = o.resume.empty() ? data::CharCorpus::from_file(data_path)
                                                    : data::CharCorpus::from_file(data_path, data::Vocab::load(vocab_beside(o.resume)));
-  corpus.vocab().save(out + "/vocab.json");
-  std::ofstream(out + "/config.txt") << flags::flags_line(flag_table(), o) << "\n";
 
   manual_seed(o.seed);
   auto model = std::make_shared<gpt::GPT>(model_config(o, corpus.vocab().size()));
   nn::to(*model, dev);  // before the optimizer, which then keeps its state on dev too
   gpt::Trainer trainer(model, optim_config(o));
+  if (dist::world().size > 1) trainer.distribute();
+  // Under mpirun each rank estimates a loss on every N-th batch; the ranks' sums give the mean.
+  auto mean_loss = [&](const std::vector<std::pair<Tensor, Tensor>>& batches) {
+    const dist::World& w = dist::world();
+    if (w.size == 1) return gpt::mean_loss(*model, batches);
+    std::vector<std::pair<Tensor, Tensor>> mine;
+    for (size_t i = w.rank; i < batches.size(); i += w.size) mine.push_back(batches[i]);
+    const double n = double(mine.size());
+    const std::vector<double> s = examples::sum_over_ranks({gpt::mean_loss(*model, mine) * n, n});
+    return s[0] / s[1];
+  };
   const auto val_batches = fixed_batches(corpus, "val", o, data::derive_seed(o.seed, 1, 2), dev);
-  fmt::print("char_lm: {} attention, {} parameters, vocab {}, {} train / {} val characters of {}, {} threads\n", o.attn,
-             model->num_trainable(), corpus.vocab().size(), corpus.size("train"), corpus.size("val"), data_path,
-             omp_get_max_threads());
+  fmt::print("char_lm: {} attention, {} parameters, vocab {}, {} train / {} val characters of {}, {} process(es) x {} "
+             "threads\n", o.attn, model->num_trainable(), corpus.vocab().size(), corpus.size("train"), corpus.size("val"),
+             data_path, dist::world().size, omp_get_max_threads());
 
   // The running mean of the training loss since the last evaluation, and the clock.
   double loss_sum = 0, seconds = 0;
   int64_t loss_count = 0;
+  // The running loss sum over all ranks: every rank adds its rows' mean each step (and, resumed,
+  // starts from the saved sum), so the mean over the ranks is the sum of the global batch means.
+  auto global_loss_sum = [&] {
+    const int n = dist::world().size;
+    return n == 1 ? loss_sum : examples::sum_over_ranks({loss_sum})[0] / n;
+  };
   auto save = [&] {
-    trainer.save(ckpt, {{"config", flags::flags_line(flag_table(), o)}, {"loss_sum", fmt::format("{}", loss_sum)},
+    const double sum = global_loss_sum();
+    if (!dist::is_main()) return;
+    trainer.save(ckpt, {{"config", flags::flags_line(flag_table(), o)}, {"loss_sum", fmt::format("{}", sum)},
                         {"loss_count", std::to_string(loss_count)}, {"seconds", fmt::format("{}", seconds)}});
   };
   if (!o.resume.empty()) {
     const nn::Metadata m = trainer.load(o.resume);
-    loss_sum = std::stod(m.at("loss_sum")), loss_count = std::stoll(m.at("loss_count"));
-    seconds = std::stod(m.at("seconds"));
+    loss_sum = examples::meta_number(m, "loss_sum", o.resume, "char_lm");
+    loss_count = examples::meta_integer(m, "loss_count", o.resume, "char_lm");
+    seconds = examples::meta_number(m, "seconds", o.resume, "char_lm");
     fmt::print("resumed from {} at step {}\n", o.resume, trainer.step());
+  }
+
+  // Everything loaded: the run starts, and only now writes its files.
+  if (dist::is_main()) {  // under mpirun, rank 0 alone writes the run's files
+    data::open_run_dir("char_lm", out, start,
+                       {"config.txt", "vocab.json", "metrics.csv", "checkpoint.safetensors", "init.safetensors"});
+    corpus.vocab().save(out + "/vocab.json");
+    data::write_run_file("char_lm", out + "/config.txt", flags::flags_line(flag_table(), o) + "\n");
   }
   std::FILE* trace = nullptr;
   if (!o.trace.empty()) {
@@ -270,15 +319,16 @@ int run_train(const Config& o, Device dev) {
     if (trace == nullptr) fail("cannot write " + o.trace);
     if (o.resume.empty()) {
       save();  // the initial weights (step 0)
-      std::filesystem::rename(ckpt, out + "/init.safetensors");
+      if (dist::is_main()) std::filesystem::rename(ckpt, out + "/init.safetensors");
       Generator gen(data::derive_seed(o.seed, 1, 2));  // fixed_batches' draws
       for (int64_t i = 0; i < o.eval_batches; ++i)
         fmt::print(trace, "val {}\n", fmt::join(window_offsets(corpus, "val", o, gen), " "));
     }
   }
-  std::FILE* csv = std::fopen(csv_path.c_str(), o.resume.empty() ? "w" : "a");
-  if (csv == nullptr) fail("cannot write " + csv_path);
-  if (o.resume.empty()) fmt::print(csv, "step,lr,train_loss,val_loss,val_bpc,seconds\n");
+  std::optional<data::MetricsCsv> csv;  // under mpirun, rank 0 alone writes the run's files
+  if (dist::is_main())
+    csv.emplace("char_lm", csv_path, "step,lr,train_loss,val_loss,val_bpc,seconds", !o.resume.empty(), "step",
+                trainer.step());
 
   std::atomic<bool>& interrupted = data::install_sigint_flag();
   data::Progress progress(o.steps, "train",
@@ -287,8 +337,10 @@ int run_train(const Config& o, Device dev) {
   auto t = Clock::now();
   while (trainer.step() < o.steps) {
     const data::TextBatch b = train_batch(corpus, o, trainer.step());
+    const dist::Shard rows = dist::shard(o.batch);  // under mpirun: this rank's windows of the batch
     const double lr = trainer.lr();
-    const gpt::StepStats st = trainer.train_step(b.x.to(dev), b.y.to(dev));
+    const gpt::StepStats st = trainer.train_step(b.x.narrow(0, rows.begin, rows.size).contiguous().to(dev),
+                                                 b.y.narrow(0, rows.begin, rows.size).contiguous().to(dev));
     loss_sum += st.loss;
     ++loss_count;
     if (trace) {
@@ -297,20 +349,19 @@ int run_train(const Config& o, Device dev) {
                  fmt::join(window_offsets(corpus, "train", o, gen), " "));
     }
     progress.update(trainer.step(), {{"loss", loss_sum / double(loss_count)}, {"lr", trainer.lr()}});
-    if (interrupted) {
+    if (dist::any(interrupted)) {  // all ranks stop at the same step
       seconds += seconds_since(t);
       save();
       fmt::print("\nstopped at step {}: resume with --resume {}\n", trainer.step(), ckpt);
-      std::fclose(csv);
       return 130;
     }
     if (trainer.step() % o.eval_interval == 0 || trainer.step() == o.steps) {
       seconds += seconds_since(t);  // evaluation time is not training time
-      val = gpt::mean_loss(*model, val_batches);
-      train_avg = loss_sum / double(loss_count);
-      fmt::print(csv, "{},{:.6g},{:.6f},{:.6f},{:.6f},{:.1f}\n", trainer.step(), trainer.lr(), train_avg, val,
-                 bits(val), seconds);
-      std::fflush(csv);
+      val = mean_loss(val_batches);
+      train_avg = global_loss_sum() / double(loss_count);
+      if (csv)
+        csv->append(fmt::format("{},{:.6g},{:.6f},{:.6f},{:.6f},{:.1f}", trainer.step(), trainer.lr(), train_avg, val,
+                                bits(val), seconds));
       // A line of its own (over the live progress line on a terminal, which redraws below it).
       // The train loss is the mean over the steps since the last estimate (the model improved
       // during them), the val loss that of the model now: early on, train > val is expected.
@@ -322,20 +373,19 @@ int run_train(const Config& o, Device dev) {
       t = Clock::now();
     }
   }
-  std::fclose(csv);
   if (trace) {
     fmt::print(trace, "val_loss {:.9g}\n", val);
     std::fclose(trace);
   }
   // The final estimates over the same number of windows in both splits (nanoGPT's estimate_loss).
-  const double train = gpt::mean_loss(*model, fixed_batches(corpus, "train", o, data::derive_seed(o.seed, 1, 3), dev));
-  if (std::isnan(val)) val = gpt::mean_loss(*model, val_batches);  // resumed a finished run
+  const double train = mean_loss(fixed_batches(corpus, "train", o, data::derive_seed(o.seed, 1, 3), dev));
+  if (std::isnan(val)) val = mean_loss(val_batches);  // resumed a finished run
   progress.finish(fmt::format("| train loss {:.4f} ({:.3f} bpc) | val loss {:.4f} ({:.3f} bpc)", train, bits(train), val,
                               bits(val)));
   fmt::print("char_lm {}: val loss {:.4f} nats ({:.3f} bpc), train {:.4f}, after {} steps, {} of training ({:.1f} ms/step); {}\n",
              o.attn, val, bits(val), train, trainer.step(), data::format_duration(seconds),
              1e3 * seconds / double(std::max<int64_t>(trainer.step(), 1)), out);
-  if (o.sample > 0) {
+  if (o.sample > 0 && dist::is_main()) {
     nn::to(*model, Device::cpu());  // generation goes token by token: the CPU's job
     fmt::print("---- sample ----\n{}\n", sample_text(*model, corpus.vocab(), o));
   }
@@ -345,20 +395,19 @@ int run_train(const Config& o, Device dev) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> args(argv + 1, argv + argc);
-  if (flags::help_requested("char_lm", flag_table(), args)) return 0;
-  try {
+  return flags::guarded_main("char_lm", [&] {
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    if (flags::help_requested("char_lm", flag_table(), args)) return 0;
+    examples::join_job();
     Config o = flags::parse_flags("char_lm", flag_table(), args);
     if (!o.resume.empty()) o = config_from_checkpoint(o.resume, args);
     if (!o.load.empty()) o = config_from_checkpoint(o.load, args);
     check(o);
+    check_memory(o);
     const Device dev = flags::parse_device("char_lm", o.device);
     if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
     if (o.bench > 0) return run_bench(o, dev);
     if (!o.load.empty()) return run_sample(o);
     return run_train(o, dev);
-  } catch (const Error& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -2,13 +2,18 @@
 // each bound to a member of the program's Config, that parses, prints back as one line (saved in
 // checkpoints, so a resumed run rebuilds the same model) and lists itself for --help.
 //
-//   const std::vector<Flag<Config>> table = {flag("lr", &Config::lr, true, "peak learning rate"), ...};
+//   const std::vector<Flag<Config>> table = {flag("lr", &Config::lr, true, "peak learning rate", positive(1)), ...};
 //   Config c = parse_flags("char_lm", table, args);   // throws "[char_lm] ..." naming the flag
+//
+// A number must be finite and inside its flag's Range (any finite value by default), so inf, nan
+// and out-of-range values are refused while parsing, before anything runs.
 #pragma once
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -23,6 +28,24 @@ namespace flags {
   throw linea::Error("[" + program + "] " + msg);
 }
 
+// The values a numeric flag accepts: from min to max, each end included unless marked open.
+struct Range {
+  double min = std::numeric_limits<double>::lowest(), max = std::numeric_limits<double>::max();
+  bool min_open = false, max_open = false;
+  bool contains(double v) const { return (min_open ? v > min : v >= min) && (max_open ? v < max : v <= max); }
+  std::string str() const {  // "> 0", ">= 0", "in (0, 1]"
+    if (max == std::numeric_limits<double>::max()) return fmt::format("{} {}", min_open ? ">" : ">=", min);
+    return fmt::format("in {}{}, {}{}", min_open ? '(' : '[', min, max, max_open ? ')' : ']');
+  }
+};
+constexpr double kNoLimit = std::numeric_limits<double>::max();
+inline Range positive(double max = kNoLimit) { return {.min = 0, .max = max, .min_open = true}; }  // (0, max]
+inline Range at_least(double min, double max = kNoLimit) { return {.min = min, .max = max}; }     // [min, max]
+inline Range below(double min, double max) { return {.min = min, .max = max, .max_open = true}; }  // [min, max)
+inline Range open(double min, double max) {                                                         // (min, max)
+  return {.min = min, .max = max, .min_open = true, .max_open = true};
+}
+
 template <class Config>
 struct Flag {
   std::string name;  // without the leading "--"
@@ -33,21 +56,31 @@ struct Flag {
 };
 
 namespace detail {
-inline void parse_value(const std::string&, const std::string&, const std::string& s, std::string& out) { out = s; }
-inline void parse_value(const std::string& program, const std::string& flag, const std::string& s, bool& out) {
+inline void parse_value(const std::string&, const std::string&, const std::string& s, std::string& out, const Range&) {
+  out = s;
+}
+inline void parse_value(const std::string& program, const std::string& flag, const std::string& s, bool& out,
+                        const Range&) {
   if (s != "on" && s != "off") fail(program, fmt::format("--{} takes on or off, got '{}'", flag, s));
   out = s == "on";
 }
-template <class T>  // numbers: the whole word must parse, in range
-void parse_value(const std::string& program, const std::string& flag, const std::string& s, T& out) {
+template <class T>  // numbers: the whole word must parse to a finite value inside the flag's range
+void parse_value(const std::string& program, const std::string& flag, const std::string& s, T& out,
+                 const Range& range) {
   char* end = nullptr;
   errno = 0;
   if constexpr (std::is_floating_point_v<T>) out = std::strtod(s.c_str(), &end);
   else if constexpr (std::is_signed_v<T>) out = std::strtoll(s.c_str(), &end, 10);
   else out = std::strtoull(s.c_str(), &end, 10);
   const bool negative_unsigned = std::is_unsigned_v<T> && s.starts_with('-');
-  if (s.empty() || *end != '\0' || errno == ERANGE || negative_unsigned)
-    fail(program, fmt::format("--{} takes a{} number, got '{}'", flag, std::is_floating_point_v<T> ? "" : "n integer", s));
+  if (s.empty() || *end != '\0' || errno == ERANGE || negative_unsigned || !std::isfinite(static_cast<double>(out)))
+    fail(program, fmt::format("--{} takes {}, got '{}'", flag,
+                              std::is_floating_point_v<T> ? "a finite number"
+                              : std::is_signed_v<T>       ? "an integer"
+                                                          : "a non-negative integer",
+                              s));
+  if (!range.contains(static_cast<double>(out)))
+    fail(program, fmt::format("--{} must be {}, got {}", flag, range.str(), s));
 }
 inline std::string show(const std::string& v) { return v; }
 inline std::string show(bool v) { return v ? "on" : "off"; }
@@ -55,11 +88,12 @@ template <class T>
 std::string show(T v) { return fmt::format("{}", v); }
 }  // namespace detail
 
+// `range` only applies to numbers.
 template <class Config, class T>
-Flag<Config> flag(std::string name, T Config::*member, bool saved, std::string help) {
+Flag<Config> flag(std::string name, T Config::*member, bool saved, std::string help, Range range = {}) {
   return {name, std::move(help), saved,
-          [name, member](Config& c, const std::string& program, const std::string& s) {
-            detail::parse_value(program, name, s, c.*member);
+          [name, member, range](Config& c, const std::string& program, const std::string& s) {
+            detail::parse_value(program, name, s, c.*member, range);
           },
           [member](const Config& c) { return detail::show(c.*member); }};
 }
@@ -74,6 +108,8 @@ Config parse_flags(const std::string& program, const std::vector<Flag<Config>>& 
     auto it = std::find_if(table.begin(), table.end(), [&](const Flag<Config>& f) { return "--" + f.name == a; });
     if (it == table.end()) fail(program, fmt::format("unknown flag '{}' (see --help)", a));
     if (i + 1 >= args.size()) fail(program, fmt::format("{} needs a value", a));
+    if (args[i + 1].starts_with("--"))
+      fail(program, fmt::format("{} needs a value, got the flag '{}'", a, args[i + 1]));
     it->set(c, program, args[i + 1]);
   }
   return c;
@@ -96,6 +132,22 @@ inline linea::Device parse_device(const std::string& program, const std::string&
   if (!linea::cuda::is_available())
     fail(program, "--device cuda: no usable CUDA device here (CPU-only build, no driver, or no GPU); use --device cpu");
   return linea::Device::cuda();
+}
+
+// Runs a program's main body and turns any exception into one line on stderr and exit status 1:
+// bad input never aborts the program (exit 134) with an uncaught exception.
+template <class Body>
+int guarded_main(const std::string& program, Body&& body) {
+  try {
+    return body();
+  } catch (const linea::Error& e) {  // already starts with "[op]"
+    fmt::print(stderr, "{}\n", e.what());
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "[{}] out of memory\n", program);
+  } catch (const std::exception& e) {  // the standard library's: filesystem, streams, conversions
+    fmt::print(stderr, "[{}] {}\n", program, e.what());
+  }
+  return 1;
 }
 
 inline std::vector<std::string> split_words(const std::string& line) {

@@ -1,5 +1,6 @@
 #include "gpt_model.h"
 
+#include "data/memory_budget.h"
 #include "run_checkpoint.h"
 
 #include <algorithm>
@@ -15,11 +16,32 @@ namespace F = linea::nn::functional;
 
 // ---------------------------------------------------------------- the model
 
+ShortConv::ShortConv(int64_t taps, int64_t dim) : Module("ShortConv") {
+  LINEA_CHECK(taps > 0 && dim > 0, "[ShortConv] need taps and dim > 0, got {}, {}", taps, dim);
+  const double bound = 1 / std::sqrt(static_cast<double>(taps));
+  weight = register_parameter("weight", nn::uniform_(empty({taps, dim}), -bound, bound));
+}
+
+Tensor ShortConv::forward(const Tensor& x) {
+  LINEA_CHECK(x.dim() == 3 && x.size(2) == weight.size(1), "[ShortConv] expected [B, T, {}], got {}", weight.size(1),
+              shape_str(x.shape()));
+  const int64_t T = x.size(1);
+  Tensor y = x;
+  for (int64_t j = 0; j < std::min(weight.size(0), T); ++j) {
+    // x shifted j steps later along time, zeros in front.
+    const Tensor shifted =
+        j == 0 ? x : cat({zeros({x.size(0), j, x.size(2)}, {x.dtype(), x.device()}), x.narrow(1, 0, T - j)}, 1);
+    y = y + shifted * weight.select(0, j);
+  }
+  return y;
+}
+
 GPT::GPT(const ModelConfig& c) : Module("GPT"), cfg_(c) {
   LINEA_CHECK(c.vocab > 0 && c.context > 0 && c.layers > 0, "[GPT] need vocab, context and layers > 0, got {}, {}, {}",
               c.vocab, c.context, c.layers);
   tok_emb = register_module("tok_emb", std::make_shared<nn::Embedding>(c.vocab, c.dim, 0.02));
   pos_emb = register_module("pos_emb", std::make_shared<nn::PositionalEmbedding>(c.context, c.dim, 0.02));
+  if (c.short_conv > 0) conv = register_module("conv", std::make_shared<ShortConv>(c.short_conv, c.dim));
   blocks = register_module("blocks", std::make_shared<nn::Sequential>());
   for (int64_t i = 0; i < c.layers; ++i)
     blocks->push_back(std::make_shared<nn::TransformerBlock>(nn::TransformerBlockConfig{.dim = c.dim,
@@ -46,6 +68,7 @@ GPT::GPT(const ModelConfig& c) : Module("GPT"), cfg_(c) {
     auto& attn = dynamic_cast<nn::QKVAttention&>(*b.attn);
     init(*attn.qkv, 0.02);
     init(*attn.proj, proj_std);
+    if (!b.mlp) continue;  // mlp_ratio 0: attention only
     init(*b.mlp->fc1, 0.02);
     init(*b.mlp->fc2, proj_std);
   }
@@ -65,8 +88,10 @@ GPT::GPT(const ModelConfig& c) : Module("GPT"), cfg_(c) {
     for (size_t i = 0; i < blocks->size(); ++i) {
       nn::TransformerBlock& b = block(i);
       auto& attn = dynamic_cast<nn::QKVAttention&>(*b.attn);
-      for (nn::Linear* l : {attn.qkv.get(), attn.proj.get(), b.mlp->fc1.get(), b.mlp->fc2.get()}) freeze(l->bias);
+      for (nn::Linear* l : {attn.qkv.get(), attn.proj.get()}) freeze(l->bias);
       freeze(b.ln1->bias);
+      if (!b.mlp) continue;
+      for (nn::Linear* l : {b.mlp->fc1.get(), b.mlp->fc2.get()}) freeze(l->bias);
       freeze(b.ln2->bias);
     }
     freeze(ln_f->bias);
@@ -86,11 +111,31 @@ Tensor GPT::head_logits(const Tensor& h) {
   return head ? head->forward(h) : matmul(h, tok_emb->weight.transpose(0, 1));  // tied: h Eᵀ
 }
 
-Tensor GPT::forward(const Tensor& tokens) {
+Tensor GPT::hidden(const Tensor& tokens) {
   LINEA_CHECK(tokens.dim() == 2 && tokens.size(1) <= cfg_.context,
               "[GPT] expected tokens [B, T] with T <= context {}, got {}", cfg_.context, shape_str(tokens.shape()));
-  Tensor x = blocks->forward(pos_emb->forward(tok_emb->forward(tokens)));
-  return head_logits(ln_f->forward(x));
+  Tensor x = pos_emb->forward(tok_emb->forward(tokens));
+  if (conv) x = conv->forward(x);
+  return ln_f->forward(blocks->forward(x));
+}
+
+Tensor GPT::forward(const Tensor& tokens) { return head_logits(hidden(tokens)); }
+
+std::pair<Tensor, Tensor> GPT::scored_logits(const Tensor& tokens, const Tensor& targets) {
+  LINEA_CHECK(targets.dtype() == DType::Int64 && targets.shape() == tokens.shape(),
+              "[GPT] scored_logits: expected int64 targets shaped like the tokens {}, got {} {}",
+              shape_str(tokens.shape()), targets.dtype(), shape_str(targets.shape()));
+  const std::vector<int64_t> t = targets.to(Device::cpu()).contiguous().to_vector_as<int64_t>();
+  const int64_t ignore = nn::CrossEntropyOptions{}.ignore_index;
+  std::vector<int64_t> rows, kept;
+  for (int64_t i = 0; i < static_cast<int64_t>(t.size()); ++i)
+    if (t[i] != ignore) rows.push_back(i), kept.push_back(t[i]);
+  LINEA_CHECK(!rows.empty(), "[GPT] scored_logits: every target of {} is ignored (-100)", shape_str(targets.shape()));
+  const Device dev = tokens.device();
+  const auto n = static_cast<int64_t>(rows.size());
+  const Tensor h = hidden(tokens);
+  const Tensor picked = index_select(h.reshape({-1, cfg_.dim}), 0, from_vector(rows, {n}, dev));
+  return {head_logits(picked), from_vector(kept, {n}, dev)};
 }
 
 // ---------------------------------------------------------------- generation
@@ -101,6 +146,8 @@ void Decoder::restart_streams() {
   streams_.clear();
   pos_ = 0;
   if (model_.config().attn != "mhla") return;
+  LINEA_CHECK(!model_.conv, "[Decoder] MHLA's streaming form has no short convolution (short_conv {})",
+              model_.config().short_conv);
   for (size_t i = 0; i < model_.blocks->size(); ++i) {
     auto& attn = dynamic_cast<nn::MHLA&>(*model_.block(i).attn);
     // The options MHLA::attend uses for its causal chunkwise op, so both forms compute one function.
@@ -129,7 +176,7 @@ Tensor Decoder::step_stream(int64_t token) {
     }
     Tensor o = attn.out_norm->forward(streams_[i].step(q, k, v));
     x = x + attn.proj->forward(o.reshape({1, D}));
-    x = x + b.mlp->forward(b.ln2->forward(x));
+    if (b.mlp) x = x + b.mlp->forward(b.ln2->forward(x));
   }
   ++pos_;
   return model_.head_logits(model_.ln_f->forward(x)).view({-1});
@@ -221,14 +268,19 @@ Trainer::Trainer(std::shared_ptr<GPT> m, const OptimConfig& o) : model(std::move
 double Trainer::lr() const { return nn::warmup_cosine(step_, schedule_); }
 
 StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
+  return train_step([&] { return nn::cross_entropy(model->forward(x), y); });
+}
+
+StepStats Trainer::train_step(const std::function<Tensor()>& loss_fn) {
   StepStats s;
   auto t = std::chrono::steady_clock::now();
-  Tensor loss = nn::cross_entropy(model->forward(x), y);
+  Tensor loss = loss_fn();
   s.loss = loss.item();
   s.forward_s = seconds_since(t);
 
   t = std::chrono::steady_clock::now();
   loss.backward();
+  if (data_parallel) data_parallel->synchronize();  // the mean gradient over the ranks
   s.backward_s = seconds_since(t);
 
   t = std::chrono::steady_clock::now();
@@ -240,6 +292,10 @@ StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
   ++step_;
   s.update_s = seconds_since(t);
   return s;
+}
+
+void Trainer::distribute(dist::DataParallelOptions opts) {
+  data_parallel = std::make_unique<dist::DataParallel>(*model, opts);
 }
 
 void Trainer::save(const std::string& path, nn::Metadata meta) const {
@@ -258,6 +314,16 @@ double mean_loss(GPT& model, const std::vector<std::pair<Tensor, Tensor>>& batch
   for (const auto& [x, y] : batches) sum += nn::cross_entropy(model.forward(x), y).item();
   model.train(was_training);
   return batches.empty() ? 0.0 : sum / static_cast<double>(batches.size());
+}
+
+double training_bytes(const ModelConfig& c, int64_t batch) {
+  const double chunks = c.attn == "softmax" ? 0 : std::ceil(double(c.context) / double(c.chunk));
+  const double vocab = double(c.vocab), dim = double(c.dim), tokens = double(batch) * double(c.context);
+  return data::training_bytes({.batch = double(batch), .tokens = double(c.context), .dim = dim,
+                               .heads = double(c.heads), .layers = double(c.layers), .mlp_ratio = c.mlp_ratio,
+                               .chunks = chunks, .mix = c.attn == "mhla" ? chunks * chunks : 0,
+                               .other_params = (vocab + double(c.context) + 2) * dim + (c.tie ? 0 : vocab * dim),
+                               .other_floats = 3 * tokens * vocab});  // logits, their softmax and its gradient
 }
 
 void load_weights(nn::Module& model, const std::string& checkpoint) {

@@ -6,16 +6,19 @@
 //     attention = softmax | linear | mhla) ─ LayerNorm ─ head (tied to the token embedding, or
 //     its own Linear) ─ logits [B, T, vocab]
 //
-// The blocks are pre-norm (x + attn(ln1(x)), x + mlp(ln2(x))) as in GPT-2 and nanoGPT, whose
+// The blocks are pre-norm (x + attn(ln1(x)), x + mlp(ln2(x)); mlp_ratio 0: no MLP) as in GPT-2 and nanoGPT, whose
 // initialisation this follows. Causal MHLA splits the context into chunks of `chunk` tokens and
 // mixes their summaries with a learnable lower-triangular matrix (nn/attention.h).
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <linea/dist/data_parallel.h>
 #include <linea/linea.h>
 
 namespace gpt {
@@ -28,7 +31,10 @@ struct ModelConfig {
   int64_t layers = 4, heads = 4, dim = 128;
   int64_t context = 64;       // the longest sequence (sizes the positions and MHLA's mix)
   int64_t chunk = 16;         // MHLA: tokens per chunk
-  double mlp_ratio = 4;
+  double mlp_ratio = 4;       // 0: attention-only blocks
+  // > 0: a causal depthwise convolution of this many taps on the embeddings before the first
+  // block (ShortConv), as Based puts a kernel-3 convolution in its first layer.
+  int64_t short_conv = 0;
   double dropout = 0;
   bool tie = true;            // the head reuses the token embedding's weights
   // false: nanoGPT's bias=False. The Linear layers of the blocks and every LayerNorm keep their
@@ -36,10 +42,26 @@ struct ModelConfig {
   bool bias = true;
 };
 
+// x + Σ_j w_j ⊙ x_{t−j}, j < taps, per channel (x_{t−j} = 0 before the start): each token sees
+// the few before it. Linear attention cannot focus on one position, so without it it cannot
+// tell which value followed which key (Zoology/Based: short convolutions supply that).
+class ShortConv : public linea::nn::Module {
+ public:
+  ShortConv(int64_t taps, int64_t dim);
+  Tensor forward(const Tensor& x) override;  // [B, T, dim] -> [B, T, dim]
+
+  Tensor weight;  // [taps, dim], starts as U(±1/sqrt(taps)) (PyTorch's Conv1d)
+};
+
 class GPT : public linea::nn::Module {
  public:
   explicit GPT(const ModelConfig& c);
   Tensor forward(const Tensor& tokens) override;  // int64 [B, T], T <= context -> logits [B, T, vocab]
+  Tensor hidden(const Tensor& tokens);           // the final hidden states [B, T, dim] (after ln_f)
+  // The logits [n, vocab] at the n positions whose target is not -100, with those targets [n].
+  // Their cross-entropy is forward's over all positions, but the head (vocab × dim per token, the
+  // largest product at MQAR's vocab 8192) runs on n rows instead of B·T.
+  std::pair<Tensor, Tensor> scored_logits(const Tensor& tokens, const Tensor& targets);
   // The head on final hidden states [..., dim] -> [..., vocab] (after ln_f).
   Tensor head_logits(const Tensor& h);
   const ModelConfig& config() const { return cfg_; }
@@ -48,6 +70,7 @@ class GPT : public linea::nn::Module {
 
   std::shared_ptr<linea::nn::Embedding> tok_emb;
   std::shared_ptr<linea::nn::PositionalEmbedding> pos_emb;
+  std::shared_ptr<ShortConv> conv;  // null unless short_conv > 0
   std::shared_ptr<linea::nn::Sequential> blocks;  // of TransformerBlock
   std::shared_ptr<linea::nn::LayerNorm> ln_f;
   std::shared_ptr<linea::nn::Linear> head;  // null when tied
@@ -104,8 +127,14 @@ class Trainer {
   Trainer(std::shared_ptr<GPT> model, const OptimConfig& o);
   // One optimizer step on tokens x [B, T] with targets y [B, T] (-100 = ignored) at lr().
   StepStats train_step(const Tensor& x, const Tensor& y);
+  // The same step on the scalar loss_fn() builds (e.g. from GPT::scored_logits).
+  StepStats train_step(const std::function<Tensor()>& loss_fn);
   double lr() const;  // the lr the next step uses
   int64_t step() const { return step_; }
+  // Data-parallel from here on: rank 0's weights everywhere, and each train_step averages the
+  // gradients over the ranks before clipping and the update. Each rank passes its shard of the
+  // global batch to train_step.
+  void distribute(linea::dist::DataParallelOptions opts = {});
 
   // model + optimizer + `meta` (plus "step") in one safetensors file; load returns the metadata.
   void save(const std::string& path, linea::nn::Metadata meta) const;
@@ -113,6 +142,7 @@ class Trainer {
 
   std::shared_ptr<GPT> model;
   std::unique_ptr<linea::nn::AdamW> optimizer;
+  std::unique_ptr<linea::dist::DataParallel> data_parallel;  // set by distribute()
 
  private:
   OptimConfig opts_;
@@ -120,6 +150,9 @@ class Trainer {
   linea::nn::WarmupCosine schedule_;
   int64_t step_ = 0;
 };
+
+// About the bytes training `c` on `batch` windows of c.context tokens takes (data/memory_budget.h).
+double training_bytes(const ModelConfig& c, int64_t batch);
 
 // Mean cross-entropy over batches, no graph, in eval mode.
 double mean_loss(GPT& model, const std::vector<std::pair<Tensor, Tensor>>& batches);

@@ -38,7 +38,11 @@ void sgd_step(const std::vector<Tensor>& params, float lr) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) {  // a fixed demo: an argument is a mistake, not something to ignore
+    fmt::print(stderr, "[mlp_demo] takes no flags, got '{}'\n", argv[1]);
+    return 1;
+  }
   Generator gen(42);
 
   // The toy data set.

@@ -1,22 +1,31 @@
-// mqar: multi-query associative recall (examples/data/mqar.h), the standard synthetic test of
-// whether a sequence model can look things up in its context. A 2-layer GPT (gpt_model.h) with
-// softmax, linear or causal MHLA attention learns to answer each queried key with the value it
-// was paired with earlier; the score is the accuracy on the queried positions.
+// mqar: multi-query associative recall (examples/data/mqar.h) as Zoology sets it up, the standard
+// synthetic test of whether a sequence model can look things up in its context. Zoology's model:
+// a 2-layer GPT (gpt_model.h) without MLPs, tied embeddings, learned positions, AdamW (weight
+// decay 0.1, no warm-up) with a cosine schedule to 0, over a fixed split of training examples;
+// the score is the accuracy at the query positions of a fixed test split. Every kind gets a
+// kernel-3 short convolution before block 0 (Based's first layer): without it linear attention
+// and MHLA cannot tell which value followed which key, and sit at 1/num-kv.
 //
-//   mqar                          MHLA at the default length
-//   mqar --attn softmax --seq-len 128 --num-kv 16
-//   mqar --sweep on               the three kinds side by side at lengths 64, 128, 256 (`make mqar`)
+//   mqar                                     MHLA at seq-len 64 with 4 pairs
+//   mqar --attn softmax --seq-len 128 --num-kv 8
+//   mqar --sweep on                          softmax, linear, MHLA at 4, 8, 16 pairs x 2 seeds (`make mqar`)
+//   mqar --sweep on --quick on               4 pairs only, one seed
 //
 // Softmax attention keeps every key, so recall is easy for it; linear attention squeezes the
 // context into one d×d state per head and forgets; MHLA keeps one state per chunk and mixes them.
 #include <omp.h>
 
-#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
-#include <fmt/core.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <linea/linea.h>
 
+#include "data/memory_budget.h"
 #include "data/mqar.h"
 #include "data/progress.h"
 #include "data/sampling.h"
@@ -29,14 +38,20 @@ namespace {
 
 struct Config {
   std::string attn = "mhla";  // softmax | linear | mhla
-  int64_t layers = 2, heads = 2, dim = 64, chunk = 16;
-  int64_t vocab = 64, seq_len = 64, num_kv = 4;  // queries: every key
-  bool noise = true;  // fill the gaps with random tokens (off: token 0)
-  int64_t steps = 500, batch = 32, warmup = 50;
+  int64_t layers = 2, heads = 1, dim = 64, chunk = 16;
+  double mlp_ratio = 0;
+  int64_t short_conv = 3;
+  int64_t vocab = 8192, seq_len = 64, num_kv = 4;
+  double power_a = 0.01;
+  bool random_non_queries = false;
+  int64_t train_examples = 44800, test_examples = 1000, epochs = 1, batch = 64;
   double lr = 3e-3, weight_decay = 0.1;
-  uint64_t seed = 1;
-  bool sweep = false;
-  int64_t eval_batches = 16, threads = 0;
+  uint64_t seed = 1, data_seed = 0;
+  bool sweep = false, quick = false;
+  std::string kinds = "softmax,linear,mhla";
+  int64_t seeds = 2;
+  std::string csv = "runs/mqar/results.csv";
+  int64_t threads = 0;
   std::string device = "cpu";
 };
 
@@ -44,129 +59,285 @@ const std::vector<flags::Flag<Config>>& flag_table() {
   using flags::flag;
   static const std::vector<flags::Flag<Config>> t = {
       flag("attn", &Config::attn, true, "softmax | linear | mhla"),
-      flag("layers", &Config::layers, true, "transformer blocks"),
-      flag("heads", &Config::heads, true, "attention heads"),
-      flag("dim", &Config::dim, true, "model width"),
-      flag("chunk", &Config::chunk, true, "MHLA: tokens per chunk"),
-      flag("vocab", &Config::vocab, true, "tokens: keys in [1, vocab/2), values in [vocab/2, vocab)"),
-      flag("seq-len", &Config::seq_len, true, "tokens per sequence"),
-      flag("num-kv", &Config::num_kv, true, "key-value pairs per sequence (each one queried)"),
-      flag("noise", &Config::noise, true, "on | off: random tokens between the queries (off: token 0)"),
-      flag("steps", &Config::steps, true, "optimizer steps (fresh sequences each step)"),
-      flag("batch", &Config::batch, true, "sequences per step"),
-      flag("warmup", &Config::warmup, true, "linear warm-up steps, then cosine decay"),
-      flag("lr", &Config::lr, true, "peak learning rate (AdamW)"),
-      flag("weight-decay", &Config::weight_decay, true, "AdamW decoupled weight decay"),
-      flag("seed", &Config::seed, true, "seeds the weights and the data"),
-      flag("sweep", &Config::sweep, false, "on: softmax, linear and MHLA at seq-len 64, 128, 256 (num-kv = len/16, batch x 64/len)"),
-      flag("eval-batches", &Config::eval_batches, false, "held-out batches the accuracy is measured on"),
-      flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)"),
+      flag("layers", &Config::layers, true, "transformer blocks", flags::positive()),
+      flag("heads", &Config::heads, true, "attention heads", flags::positive()),
+      flag("dim", &Config::dim, true, "model width", flags::positive()),
+      flag("chunk", &Config::chunk, true, "MHLA: tokens per chunk", flags::positive()),
+      flag("mlp-ratio", &Config::mlp_ratio, true, "MLP hidden size / dim (0: attention-only blocks, as Zoology)", flags::at_least(0)),
+      flag("short-conv", &Config::short_conv, true, "taps of a causal depthwise convolution before block 0 (0: none)", flags::at_least(0, 64)),
+      flag("vocab", &Config::vocab, true, "tokens: keys in [1, vocab/2), values in [vocab/2, vocab); > seq-len", flags::positive()),
+      flag("seq-len", &Config::seq_len, true, "tokens per sequence (even)", flags::positive()),
+      flag("num-kv", &Config::num_kv, true, "key-value pairs per sequence, each queried once", flags::positive()),
+      flag("power-a", &Config::power_a, true, "query gaps drawn with weight (g+1)^(a-1)", flags::positive(1)),
+      flag("random-non-queries", &Config::random_non_queries, true,
+           "on: random tokens instead of token 0 between the queries (Zoology's default; off: its figure 2)"),
+      flag("train-examples", &Config::train_examples, true, "fixed training examples", flags::positive()),
+      flag("test-examples", &Config::test_examples, false, "fixed test examples the accuracy is measured on", flags::positive()),
+      flag("epochs", &Config::epochs, true, "passes over the training examples", flags::positive()),
+      flag("batch", &Config::batch, true, "sequences per step", flags::positive()),
+      flag("lr", &Config::lr, true, "peak learning rate (AdamW, no warm-up, cosine to 0)", flags::positive(1)),
+      flag("weight-decay", &Config::weight_decay, true, "AdamW decoupled weight decay", flags::at_least(0)),
+      flag("seed", &Config::seed, true, "seeds the weights and the order of the examples"),
+      flag("data-seed", &Config::data_seed, true, "seeds the train and test examples"),
+      flag("sweep", &Config::sweep, false, "on: softmax, linear and MHLA at the sweep's sizes and seeds"),
+      flag("quick", &Config::quick, false, "on (with --sweep): the smallest size at one seed"),
+      flag("kinds", &Config::kinds, false, "the attention kinds the sweep runs, comma-separated"),
+      flag("seeds", &Config::seeds, false, "the sweep's seeds: --seed, --seed + 1, ...", flags::positive()),
+      flag("csv", &Config::csv, false, "where --sweep writes its results (and a .png plot next to it)"),
+      flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)", flags::at_least(0, 1024)),
       flag("device", &Config::device, false, "cpu | cuda: where the models train"),
   };
   return t;
+}
+
+std::vector<std::string> split_kinds(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t start = 0; start <= list.size();) {
+    const size_t end = std::min(list.find(',', start), list.size());
+    out.push_back(list.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
 }
 
 void check(const Config& o) {
   auto fail = [](const std::string& msg) { flags::fail("mqar", msg); };
   if (o.attn != "softmax" && o.attn != "linear" && o.attn != "mhla")
     fail(fmt::format("--attn must be softmax, linear or mhla, got '{}'", o.attn));
-  for (auto [name, v] : {std::pair{"layers", o.layers}, {"heads", o.heads}, {"dim", o.dim}, {"chunk", o.chunk},
-                         {"seq-len", o.seq_len}, {"num-kv", o.num_kv}, {"steps", o.steps}, {"batch", o.batch},
-                         {"eval-batches", o.eval_batches}})
-    if (v <= 0) fail(fmt::format("--{} must be > 0, got {}", name, v));
   if (o.dim % o.heads != 0) fail(fmt::format("--dim {} is not a multiple of --heads {}", o.dim, o.heads));
-  if (!(o.lr > 0) || o.weight_decay < 0 || o.warmup < 0 || o.threads < 0)
-    fail("need --lr > 0 and --weight-decay, --warmup, --threads >= 0");
+  if (o.lr * o.weight_decay >= 1)  // AdamW scales the weights by 1 - lr·wd every step
+    fail(fmt::format("--weight-decay {} x --lr {} must be < 1", o.weight_decay, o.lr));
+  const gpt::ModelConfig model{.attn = o.attn, .vocab = o.vocab, .layers = o.layers, .heads = o.heads, .dim = o.dim,
+                               .context = o.seq_len, .chunk = o.chunk, .tie = true};
+  data::check_memory_budget("mqar", gpt::training_bytes(model, o.batch),
+                            "--vocab, --seq-len, --layers, --dim or --batch");
+  for (const std::string& k : split_kinds(o.kinds))
+    if (k != "softmax" && k != "linear" && k != "mhla")
+      fail(fmt::format("--kinds takes softmax, linear and mhla, got '{}'", k));
+  if (o.quick && !o.sweep) fail("--quick on goes with --sweep on");
 }
+
+data::MqarConfig task_of(const Config& o) {
+  return {.vocab = o.vocab, .seq_len = o.seq_len, .num_kv = o.num_kv, .power_a = o.power_a,
+          .random_non_queries = o.random_non_queries};
+}
+
+// The fixed splits: both drawn from data_seed, on streams of their own.
+uint64_t train_split(const Config& o) { return data::derive_seed(o.data_seed, 0, 1); }
+uint64_t test_split(const Config& o) { return data::derive_seed(o.data_seed, 1, 1); }
 
 struct Result {
   double accuracy = 0, loss = 0, seconds = 0;
+  int64_t steps = 0;
 };
 
-// Trains one model on fresh MQAR batches and measures its query accuracy on held-out ones.
+// Query accuracy on the test split, in batches of o.batch.
+double evaluate(gpt::GPT& model, const Config& o, Device dev) {
+  NoGradGuard no_grad;
+  model.eval();
+  data::Accuracy acc;
+  for (int64_t first = 0; first < o.test_examples; first += o.batch) {
+    std::vector<int64_t> ids;
+    for (int64_t i = first; i < std::min(first + o.batch, o.test_examples); ++i) ids.push_back(i);
+    const data::MqarBatch b = data::make_mqar(task_of(o), test_split(o), ids);
+    auto [logits, targets] = model.scored_logits(b.inputs.to(dev), b.targets.to(dev));
+    const Tensor pred = argmax(logits, -1).to(Device::cpu());
+    const data::Accuracy a = data::masked_accuracy(pred, targets.to(Device::cpu()));
+    acc.correct += a.correct, acc.total += a.total;
+  }
+  model.train();
+  return acc.value();
+}
+
+// Trains one model for o.epochs over the training split (shuffled each epoch) and measures it.
 Result run(const Config& o, Device dev) {
-  const data::MqarConfig task{
-      .vocab = o.vocab, .seq_len = o.seq_len, .num_kv = o.num_kv, .num_queries = o.num_kv, .noise = o.noise};
+  data::check_mqar(task_of(o));
   manual_seed(o.seed);
   auto model = std::make_shared<gpt::GPT>(gpt::ModelConfig{.attn = o.attn, .vocab = o.vocab, .layers = o.layers,
                                                            .heads = o.heads, .dim = o.dim, .context = o.seq_len,
-                                                           .chunk = o.chunk, .tie = false});
+                                                           .chunk = o.chunk, .mlp_ratio = o.mlp_ratio,
+                                                           .short_conv = o.short_conv, .tie = true});
   nn::to(*model, dev);  // before the optimizer, which then keeps its state on dev too
-  gpt::Trainer trainer(model, {.steps = o.steps, .lr = o.lr, .min_lr = o.lr / 10, .warmup = o.warmup,
-                               .weight_decay = o.weight_decay, .beta2 = 0.99, .grad_clip = 1.0});
-  data::Progress progress(o.steps, fmt::format("mqar {} len {}", o.attn, o.seq_len),
+  const int64_t per_epoch = (o.train_examples + o.batch - 1) / o.batch;
+  Result r{.steps = per_epoch * o.epochs};
+  gpt::Trainer trainer(model, {.steps = r.steps, .lr = o.lr, .min_lr = 0, .warmup = 0,
+                               .weight_decay = o.weight_decay, .beta2 = 0.999, .grad_clip = 0});
+  data::Progress progress(r.steps, fmt::format("mqar {} len {} kv {}", o.attn, o.seq_len, o.num_kv),
                           {.items_per_step = o.batch * o.seq_len, .unit = "tok"});
   std::atomic<bool>& interrupted = data::install_sigint_flag();
-  Result r;
+  std::vector<int64_t> order(o.train_examples);
+  for (int64_t i = 0; i < o.train_examples; ++i) order[i] = i;
   const auto t = std::chrono::steady_clock::now();
-  for (int64_t step = 0; step < o.steps && !interrupted; ++step) {
-    Generator gen(data::derive_seed(o.seed, static_cast<uint64_t>(step)));
-    const data::MqarBatch b = data::make_mqar(task, o.batch, gen);
-    r.loss = trainer.train_step(b.inputs.to(dev), b.targets.to(dev)).loss;
-    progress.update(step + 1, {{"loss", r.loss}});
+  for (int64_t epoch = 0; epoch < o.epochs && !interrupted; ++epoch) {
+    Generator gen(data::derive_seed(o.seed, static_cast<uint64_t>(epoch)));
+    data::shuffle(order, gen);
+    for (int64_t first = 0; first < o.train_examples && !interrupted; first += o.batch) {
+      const std::vector<int64_t> ids(order.begin() + first,
+                                     order.begin() + std::min(first + o.batch, o.train_examples));
+      const data::MqarBatch b = data::make_mqar(task_of(o), train_split(o), ids);
+      const Tensor x = b.inputs.to(dev), y = b.targets.to(dev);
+      r.loss = trainer.train_step([&] {
+                        auto [logits, targets] = model->scored_logits(x, y);
+                        return nn::cross_entropy(logits, targets);
+                      }).loss;
+      progress.update(trainer.step(), {{"loss", r.loss}});
+    }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-
-  NoGradGuard no_grad;
-  model->eval();
-  data::Accuracy acc;
-  Generator test_gen(data::derive_seed(o.seed, 0, 1));  // a stream training never draws from
-  for (int64_t i = 0; i < o.eval_batches; ++i) {
-    const data::MqarBatch b = data::make_mqar(task, o.batch, test_gen);
-    const Tensor pred = argmax(model->forward(b.inputs.to(dev)), -1).to(Device::cpu());
-    const data::Accuracy a = data::masked_accuracy(pred, b.targets);
-    acc.correct += a.correct, acc.total += a.total;
-  }
-  r.accuracy = acc.value();
-  progress.finish(fmt::format("| loss {:.4f} | query accuracy {:.1f}%", r.loss, 100 * r.accuracy));
+  r.accuracy = evaluate(*model, o, dev);
+  progress.finish(fmt::format("| loss {:.4f} | test accuracy {:.1f}%", r.loss, 100 * r.accuracy));
   return r;
 }
 
-int run_sweep(Config o, Device dev) {
-  const std::vector<int64_t> lengths = {64, 128, 256};
-  const std::vector<std::string> kinds = {"softmax", "linear", "mhla"};
-  fmt::print("mqar sweep: {} layers, dim {}, heads {}, vocab {}, {} steps x {} tokens, chunk {} (MHLA)\n", o.layers,
-             o.dim, o.heads, o.vocab, o.steps, o.batch * 64, o.chunk);
-  std::vector<std::vector<Result>> table;
-  for (int64_t len : lengths) {
-    table.emplace_back();
-    for (const std::string& kind : kinds) {
-      // The same number of tokens per step at every length; num_kv grows with the length.
-      Config c = o;
-      c.attn = kind, c.seq_len = len, c.num_kv = len / 16, c.batch = std::max<int64_t>(1, o.batch * 64 / len);
-      table.back().push_back(run(c, dev));
-    }
+// ---------------------------------------------------------------- the sweep (`make mqar`)
+
+struct Size {
+  int64_t seq_len, num_kv;
+};
+
+struct Row {
+  std::string attn;
+  Size size;
+  uint64_t seed;
+  Config config;
+  Result result;
+};
+
+// The sweep's runs: every kind at every size and seed. Each size gets the same number of steps
+// with the same number of queries per step (batch · num_kv = o.batch · 4) over the same number
+// of epochs, so the pairs grow while the training signal stays.
+std::vector<Row> sweep_rows(const Config& o) {
+  const std::vector<Size> sizes = o.quick ? std::vector<Size>{{64, 4}} : std::vector<Size>{{64, 4}, {64, 8}, {64, 16}};
+  std::vector<Row> rows;
+  for (const Size& z : sizes)
+    for (const std::string& attn : split_kinds(o.kinds))
+      for (int64_t s = 0; s < (o.quick ? 1 : o.seeds); ++s) {
+        Config c = o;
+        c.attn = attn, c.seq_len = z.seq_len, c.num_kv = z.num_kv, c.seed = o.seed + static_cast<uint64_t>(s);
+        c.batch = std::max<int64_t>(1, o.batch * 4 / z.num_kv);
+        c.train_examples = o.train_examples * c.batch / o.batch;  // the same steps per epoch
+        rows.push_back({attn, z, c.seed, c, {}});
+      }
+  return rows;
+}
+
+void write_csv(const std::string& path, const std::vector<Row>& rows) {
+  const std::string tmp = path + ".tmp";  // written whole, then renamed: never a half-written file
+  {
+    std::ofstream f(tmp);
+    LINEA_CHECK(f.good(), "[mqar] cannot write '{}'", tmp);
+    f << "attn,seq_len,num_kv,dim,lr,seed,batch,train_examples,epochs,steps,test_accuracy,train_loss,seconds\n";
+    for (const Row& r : rows)
+      f << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.1f}\n", r.attn, r.size.seq_len, r.size.num_kv,
+                       r.config.dim, r.config.lr, r.seed, r.config.batch, r.config.train_examples, r.config.epochs,
+                       r.result.steps, r.result.accuracy, r.result.loss, r.result.seconds);
+    LINEA_CHECK(f.good(), "[mqar] writing '{}' failed", tmp);
   }
-  // Guessing one of the sequence's num_kv values without matching keys scores 1/num_kv.
-  // Guessing any value token scores 2/vocab. Only accuracy well above 1/num_kv shows recall.
-  fmt::print("\nquery accuracy on held-out sequences (a random value: {:.1f}%; a random value of the sequence: "
-             "1/num-kv)\n", 200.0 / double(o.vocab));
-  fmt::print("{:>7} {:>6} {:>8} | {:>14} {:>14} {:>14}\n", "seq-len", "num-kv", "1/num-kv", "softmax", "linear", "mhla");
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    fmt::print("{:>7} {:>6} {:>7.1f}% |", lengths[i], lengths[i] / 16, 1600.0 / double(lengths[i]));
-    for (const Result& r : table[i]) fmt::print(" {:>6.1f}% ({:>4.0f}s)", 100 * r.accuracy, r.seconds);
+  std::filesystem::rename(tmp, path);
+}
+
+// One line plot through gnuplot, if it is installed: each series is (name, xs, ys). Isolated so
+// that a shared plotting helper can replace it.
+struct Series {
+  std::string name;
+  std::vector<double> x, y;
+};
+void plot_lines(const std::string& png, const std::string& title, const std::string& xlabel, const std::string& ylabel,
+                const std::vector<Series>& series) {
+  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
+    fmt::print("no gnuplot here (apt-get install gnuplot-nox): {} not drawn\n", png);
+    return;
+  }
+  const std::string script = png + ".gp";
+  {
+    std::ofstream f(script);
+    LINEA_CHECK(f.good(), "[mqar] cannot write '{}'", script);
+    for (size_t i = 0; i < series.size(); ++i) {
+      f << "$s" << i << " << EOD\n";
+      for (size_t j = 0; j < series[i].x.size(); ++j) f << series[i].x[j] << " " << series[i].y[j] << "\n";
+      f << "EOD\n";
+    }
+    f << "set terminal pngcairo size 720,480\nset output '" << png << "'\n";
+    f << "set title '" << title << "'\nset xlabel '" << xlabel << "'\nset ylabel '" << ylabel << "'\n";
+    f << "set logscale x 2\nset yrange [0:100]\nset key bottom left\nset grid\nplot ";
+    for (size_t i = 0; i < series.size(); ++i)
+      f << (i ? ", " : "") << "$s" << i << " with linespoints lw 2 title '" << series[i].name << "'";
+    f << "\n";
+  }
+  if (std::system(fmt::format("gnuplot '{}'", script).c_str()) != 0)
+    fmt::print("gnuplot failed on {}: {} not drawn\n", script, png);
+  else
+    fmt::print("plot: {}\n", png);
+}
+
+std::string seed_list(const Config& o) {
+  std::vector<uint64_t> s;
+  for (int64_t i = 0; i < (o.quick ? 1 : o.seeds); ++i) s.push_back(o.seed + static_cast<uint64_t>(i));
+  return fmt::format("{}", fmt::join(s, " / "));
+}
+
+int run_sweep(const Config& o, Device dev) {
+  std::vector<Row> rows = sweep_rows(o);
+  fmt::print("mqar sweep: {} runs; {} layers, dim {}, {} head(s), short conv {}, vocab {}, lr {}, {} epoch(s), "
+             "{} steps of {} queries per run\n",
+             rows.size(), o.layers, o.dim, o.heads, o.short_conv, o.vocab, o.lr, o.epochs,
+             (o.train_examples + o.batch - 1) / o.batch * o.epochs, o.batch * 4);
+  const auto t = std::chrono::steady_clock::now();
+  for (Row& r : rows) r.result = run(r.config, dev);
+  const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count() / 60;
+
+  std::vector<Size> sizes;
+  for (const Row& r : rows)
+    if (sizes.empty() || sizes.back().num_kv != r.size.num_kv) sizes.push_back(r.size);
+  const std::vector<std::string> kinds = split_kinds(o.kinds);
+  // Answering with one of the sequence's num_kv values at random scores 1/num_kv; only accuracy
+  // well above it shows recall.
+  fmt::print("\ntest accuracy at the queries ({} test examples; seeds {}), {:.1f} minutes\n", o.test_examples,
+             seed_list(o), minutes);
+  fmt::print("{:>7} {:>6} {:>8} |", "seq-len", "num-kv", "1/num-kv");
+  for (const std::string& k : kinds) fmt::print(" {:>15}", k);
+  fmt::print("\n");
+  std::vector<Series> series;
+  for (const std::string& k : kinds) series.push_back({k, {}, {}});
+  for (const Size& z : sizes) {
+    fmt::print("{:>7} {:>6} {:>7.1f}% |", z.seq_len, z.num_kv, 100.0 / double(z.num_kv));
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      std::vector<std::string> accs;
+      double sum = 0;
+      for (const Row& r : rows)
+        if (r.attn == kinds[i] && r.size.num_kv == z.num_kv) {
+          accs.push_back(fmt::format("{:.1f}", 100 * r.result.accuracy));
+          sum += 100 * r.result.accuracy;
+        }
+      fmt::print(" {:>14}%", fmt::format("{}", fmt::join(accs, " / ")));
+      series[i].x.push_back(static_cast<double>(z.num_kv));
+      series[i].y.push_back(sum / static_cast<double>(accs.size()));
+    }
     fmt::print("\n");
   }
+  const std::filesystem::path csv(o.csv);
+  if (csv.has_parent_path()) std::filesystem::create_directories(csv.parent_path());
+  write_csv(o.csv, rows);
+  fmt::print("results: {}\n", o.csv);
+  plot_lines(csv.parent_path() / (csv.stem().string() + ".png"), "MQAR: test accuracy (mean of seeds)",
+             "key-value pairs (seq-len 64)", "accuracy (%)", series);
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> args(argv + 1, argv + argc);
-  if (flags::help_requested("mqar", flag_table(), args)) return 0;
-  try {
+  return flags::guarded_main("mqar", [&] {
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    if (flags::help_requested("mqar", flag_table(), args)) return 0;
     const Config o = flags::parse_flags("mqar", flag_table(), args);
     check(o);
     const Device dev = flags::parse_device("mqar", o.device);
     if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
     if (o.sweep) return run_sweep(o, dev);
     const Result r = run(o, dev);
-    fmt::print("mqar {}: query accuracy {:.1f}% at seq-len {}, {} key-value pairs ({} steps, {:.1f}s)\n", o.attn,
-               100 * r.accuracy, o.seq_len, o.num_kv, o.steps, r.seconds);
+    fmt::print("mqar {}: test accuracy {:.1f}% at seq-len {}, {} key-value pairs ({} steps, {:.1f}s, {:.1f} steps/s)\n",
+               o.attn, 100 * r.accuracy, o.seq_len, o.num_kv, r.steps, r.seconds, r.steps / r.seconds);
     return 0;
-  } catch (const Error& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -7,6 +7,7 @@
 //   vit_fmnist --eval runs/vit_fmnist_mhla/checkpoint.safetensors     test accuracy only
 //   vit_fmnist --bench 20 --attn all    median time per training step of each attention kind
 //   vit_fmnist --help                   every flag with its default
+//   mpirun -np 2 vit_fmnist --threads 1 data-parallel: each process trains on half of every batch
 //
 // The model, its options and the training step live in vit_model.h; this file is the program
 // around them: data, the epoch loop, evaluation, checkpoints, metrics and the benchmark.
@@ -21,16 +22,20 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <optional>
 
 #include <fmt/core.h>
 #include <linea/linea.h>
 
 #include "data/dataloader.h"
 #include "data/idx.h"
+#include "data/memory_budget.h"
 #include "data/progress.h"
+#include "data/run_files.h"
 #include "flags.h"
 #include "bench_steps.h"
+#include "dist_run.h"
+#include "run_checkpoint.h"
 #include "vit_model.h"
 
 using namespace linea;
@@ -72,11 +77,6 @@ Data load_data(const std::string& dir, int64_t holdout) {
 // Checkpoint metadata is text; numbers are written with fmt's shortest exact form so that the
 // running sums a resumed run continues from are bit-identical.
 std::string num(double v) { return fmt::format("{}", v); }
-double get_num(const nn::Metadata& m, const std::string& key, const std::string& path) {
-  auto it = m.find(key);
-  LINEA_CHECK(it != m.end(), "[vit_fmnist] '{}' has no \"{}\" entry: not a vit_fmnist checkpoint", path, key);
-  return std::stod(it->second);
-}
 
 // The options a checkpoint was trained with, with the command line on top.
 Config config_from_checkpoint(const std::string& path, const std::vector<std::string>& args) {
@@ -93,9 +93,13 @@ BenchRow bench_one(Config o, const std::string& attn, Device dev) {
   o.attn = attn;
   vit::Trainer trainer(o, 1000000);
   nn::to(*trainer.model, dev);  // in place: the optimizer's handles follow, its state is made at step 1
+  if (dist::world().size > 1) trainer.distribute();
   Generator gen(o.seed);
-  const Tensor x = randn({o.batch, 1, o.img(), o.img()}, gen).to(dev), y = randint(0, 10, {o.batch}, gen).to(dev);
-  return time_steps(o.bench, double(o.batch), dev, [&] { return trainer.train_step(x, y); });
+  const int64_t rows = dist::shard(o.batch).size;  // under mpirun: this rank's share of the batch
+  const Tensor x = randn({rows, 1, o.img(), o.img()}, gen).to(dev), y = randint(0, 10, {rows}, gen).to(dev);
+  BenchRow row = time_steps(o.bench, double(o.batch), dev, [&] { return trainer.train_step(x, y); });
+  if (trainer.data_parallel) print_comm_share(*trainer.data_parallel, row);
+  return row;
 }
 
 int run_bench(const Config& o, Device dev) {
@@ -126,15 +130,16 @@ int run_train(const Config& o, Device dev) {
   std::string out = o.out;
   if (out.empty() && !o.resume.empty()) out = std::filesystem::path(o.resume).parent_path().string();
   if (out.empty()) out = o.resume.empty() ? "runs/vit_fmnist_" + o.attn : ".";
-  std::filesystem::create_directories(out);
+  const data::RunStart start = data::run_start(out, o.resume, o.overwrite);
+  data::check_run_dir("vit_fmnist", out, start);  // before anything is loaded
   const std::string ckpt = out + "/checkpoint.safetensors", csv_path = out + "/metrics.csv";
-  std::ofstream(out + "/config.txt") << vit::config_line(o) << "\n";
 
   const Data data = load_data(o.data_dir, o.holdout);
   const char* split = o.holdout > 0 ? "held-out" : "test";  // what the evaluation runs on
   data::DataLoaderOptions lo;
   lo.batch_size = o.batch;
   lo.seed = o.seed;
+  lo.shard = dist::world().rank, lo.shards = dist::world().size;  // each rank its rows of every batch
   if (o.augment)
     lo.transform = [black = data.black](const Tensor& x, Generator& gen) {
       return data::random_crop_flip(x, {.pad = 2, .flip = true, .fill = black}, gen);
@@ -143,30 +148,48 @@ int run_train(const Config& o, Device dev) {
   const int64_t steps_per_epoch = loader.batches_per_epoch(), total_steps = o.epochs * steps_per_epoch;
   vit::Trainer trainer(o, total_steps);
   nn::to(*trainer.model, dev);  // in place: the optimizer's handles follow, its state is made at step 1
-  const Tensor test_x = data.test_x.to(dev), test_y = data.test_y.to(dev);  // the loader's batches move one by one
-  fmt::print("vit_fmnist: {} attention, {} parameters, {} epochs x {} steps of {} images, {} threads\n", o.attn,
-             trainer.model->num_parameters(), o.epochs, steps_per_epoch, o.batch, omp_get_max_threads());
+  if (dist::world().size > 1) trainer.distribute();
+  // The loader's batches move one by one; each rank evaluates its part of the test set.
+  const dist::Shard test_part = dist::shard(data.test_x.size(0));
+  const Tensor test_x = data.test_x.narrow(0, test_part.begin, test_part.size).to(dev);
+  const Tensor test_y = data.test_y.narrow(0, test_part.begin, test_part.size).to(dev);
+  auto evaluate = [&] {  // over the whole test set: the ranks' parts weighted by their sizes
+    const vit::EvalStats ev = trainer.evaluate(test_x, test_y);
+    const double n = double(test_part.size), total = double(data.test_x.size(0));
+    const std::vector<double> s = examples::sum_over_ranks({ev.loss * n, ev.accuracy * n});
+    return vit::EvalStats{s[0] / total, s[1] / total};
+  };
+  fmt::print("vit_fmnist: {} attention, {} parameters, {} epochs x {} steps of {} images, {} process(es) x {} threads\n",
+             o.attn, trainer.model->num_parameters(), o.epochs, steps_per_epoch, o.batch, dist::world().size,
+             omp_get_max_threads());
 
   // Where the run stands: the epoch and batch to do next, this epoch's running sums, the clock.
   int64_t epoch = 0, batch = 0, correct = 0, seen = 0;
   double loss_sum = 0, seconds = 0;
   if (!o.resume.empty()) {
     const nn::Metadata m = trainer.load(o.resume);
-    epoch = static_cast<int64_t>(get_num(m, "epoch", o.resume));
-    batch = static_cast<int64_t>(get_num(m, "batch", o.resume));
-    loss_sum = get_num(m, "loss_sum", o.resume);
-    correct = static_cast<int64_t>(get_num(m, "correct", o.resume));
-    seen = static_cast<int64_t>(get_num(m, "seen", o.resume));
-    seconds = get_num(m, "seconds", o.resume);
+    auto count = [&](const char* key) { return examples::meta_integer(m, key, o.resume, "vit_fmnist"); };
+    epoch = count("epoch"), batch = count("batch"), correct = count("correct"), seen = count("seen");
+    loss_sum = examples::meta_number(m, "loss_sum", o.resume, "vit_fmnist");
+    seconds = examples::meta_number(m, "seconds", o.resume, "vit_fmnist");
+    if (!dist::is_main()) loss_sum = 0, correct = 0, seen = 0;  // the saved sums count once, on rank 0
     fmt::print("resumed from {} at epoch {}, batch {} (step {})\n", o.resume, epoch + 1, batch, trainer.step());
   }
-  auto save = [&] {
-    trainer.save(ckpt, {{"epoch", num(epoch)}, {"batch", num(batch)}, {"loss_sum", num(loss_sum)},
-                        {"correct", num(correct)}, {"seen", num(seen)}, {"seconds", num(seconds)}});
+  auto save = [&] {  // the running sums of all ranks, saved by rank 0
+    const std::vector<double> s = examples::sum_over_ranks({loss_sum, double(correct), double(seen)});
+    if (!dist::is_main()) return;
+    trainer.save(ckpt, {{"epoch", num(epoch)}, {"batch", num(batch)}, {"loss_sum", num(s[0])},
+                        {"correct", num(s[1])}, {"seen", num(s[2])}, {"seconds", num(seconds)}});
   };
-  std::FILE* csv = std::fopen(csv_path.c_str(), o.resume.empty() ? "w" : "a");
-  LINEA_CHECK(csv != nullptr, "[vit_fmnist] cannot write {}", csv_path);
-  if (o.resume.empty()) fmt::print(csv, "epoch,step,train_loss,train_acc,test_loss,test_acc,seconds\n");
+
+  // Everything loaded: the run starts, and only now writes its files (under mpirun, rank 0 alone).
+  std::optional<data::MetricsCsv> csv;
+  if (dist::is_main()) {
+    data::open_run_dir("vit_fmnist", out, start, {"config.txt", "metrics.csv", "checkpoint.safetensors"});
+    data::write_run_file("vit_fmnist", out + "/config.txt", vit::config_line(o) + "\n");
+    csv.emplace("vit_fmnist", csv_path, "epoch,step,train_loss,train_acc,test_loss,test_acc,seconds",
+                !o.resume.empty(), "step", trainer.step());
+  }
 
   std::atomic<bool>& interrupted = data::install_sigint_flag();
   double test_acc = 0;
@@ -181,29 +204,29 @@ int run_train(const Config& o, Device dev) {
       correct += s.correct;
       seen += b->y.size(0);
       ++batch;
-      progress.update(batch, {{"loss", loss_sum / seen}, {"acc", double(correct) / seen}});
-      if (interrupted) {
+      progress.update(batch, {{"loss", loss_sum / seen}, {"acc", double(correct) / seen}});  // rank 0's rows
+      if (dist::any(interrupted)) {  // all ranks stop at the same step
         seconds += seconds_since(t);
         save();
         fmt::print("\nstopped at epoch {}, batch {}: resume with --resume {}\n", epoch + 1, batch, ckpt);
-        std::fclose(csv);
         return 130;
       }
     }
-    const vit::EvalStats ev = trainer.evaluate(test_x, test_y);
+    const vit::EvalStats ev = evaluate();
     seconds += seconds_since(t);
     test_acc = ev.accuracy;
-    progress.finish(fmt::format("| train loss {:.4f} acc {:.4f} | {} loss {:.4f} acc {:.4f}", loss_sum / seen,
-                                double(correct) / seen, split, ev.loss, ev.accuracy));
-    fmt::print(csv, "{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.1f}\n", epoch + 1, trainer.step(), loss_sum / seen,
-               double(correct) / seen, ev.loss, ev.accuracy, seconds);
-    std::fflush(csv);
+    const std::vector<double> sums = examples::sum_over_ranks({loss_sum, double(correct), double(seen)});
+    const double train_loss = sums[0] / sums[2], train_acc = sums[1] / sums[2];
+    progress.finish(fmt::format("| train loss {:.4f} acc {:.4f} | {} loss {:.4f} acc {:.4f}", train_loss, train_acc,
+                                split, ev.loss, ev.accuracy));
+    if (csv)
+      csv->append(fmt::format("{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.1f}", epoch + 1, trainer.step(), train_loss,
+                              train_acc, ev.loss, ev.accuracy, seconds));
     // The checkpoint points at the start of the next epoch.
     ++epoch, batch = 0, loss_sum = 0, correct = 0, seen = 0;
     save();
   }
-  std::fclose(csv);
-  if (test_acc == 0) test_acc = trainer.evaluate(test_x, test_y).accuracy;  // resumed a finished run
+  if (test_acc == 0) test_acc = evaluate().accuracy;  // resumed a finished run
   fmt::print("vit_fmnist {}: {} accuracy {:.2f}% after {} epochs ({} steps), {} of training; {}\n", o.attn,
              split, 100 * test_acc, o.epochs, trainer.step(), data::format_duration(seconds), out);
   return 0;
@@ -212,22 +235,21 @@ int run_train(const Config& o, Device dev) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> args(argv + 1, argv + argc);
-  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
-    fmt::print("{}", vit::usage());
-    return 0;
-  }
-  try {
+  return flags::guarded_main("vit_fmnist", [&] {
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    if (std::find(args.begin(), args.end(), "--help") != args.end()) {
+      fmt::print("{}", vit::usage());
+      return 0;
+    }
+    examples::join_job();
     Config o = vit::parse_config(args);
     if (!o.resume.empty()) o = config_from_checkpoint(o.resume, args);
     if (!o.eval.empty()) o = config_from_checkpoint(o.eval, args);
+    data::check_memory_budget("vit_fmnist", vit::training_bytes(o), "--dim, --depth, --batch or --mlp-ratio");
     const Device dev = flags::parse_device("vit_fmnist", o.device);
     if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
     if (o.bench > 0) return run_bench(o, dev);
     if (!o.eval.empty()) return run_eval(o, dev);
     return run_train(o, dev);
-  } catch (const Error& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -1,9 +1,11 @@
 #include "vit_model.h"
 
+#include "data/memory_budget.h"
 #include "flags.h"
 #include "run_checkpoint.h"
 
 #include <chrono>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -21,60 +23,50 @@ namespace {
 const std::vector<flags::Flag<Config>>& table() {
   static const std::vector<flags::Flag<Config>> all = {
       flags::flag("attn", &Config::attn, true, "softmax | linear | mhla (all: with --bench, the three in turn)"),
-      flags::flag("patch", &Config::patch, true, "patch size in pixels (32x32 padded images)"),
-      flags::flag("block", &Config::block, true, "patches per side of an MHLA block"),
-      flags::flag("dim", &Config::dim, true, "model width"),
-      flags::flag("depth", &Config::depth, true, "transformer blocks"),
-      flags::flag("heads", &Config::heads, true, "attention heads"),
-      flags::flag("mlp-ratio", &Config::mlp_ratio, true, "MLP hidden size / dim"),
-      flags::flag("epochs", &Config::epochs, true, "passes over the 60k training images"),
-      flags::flag("batch", &Config::batch, true, "images per step"),
-      flags::flag("lr", &Config::lr, true, "peak learning rate (AdamW)"),
-      flags::flag("min-lr", &Config::min_lr, true, "learning rate at the end of the cosine"),
-      flags::flag("warmup", &Config::warmup, true, "linear warm-up steps"),
-      flags::flag("weight-decay", &Config::weight_decay, true, "AdamW decoupled weight decay"),
-      flags::flag("label-smoothing", &Config::label_smoothing, true, "cross-entropy label smoothing"),
+      flags::flag("patch", &Config::patch, true, "patch size in pixels (32x32 padded images)", flags::positive()),
+      flags::flag("block", &Config::block, true, "patches per side of an MHLA block", flags::positive()),
+      flags::flag("dim", &Config::dim, true, "model width", flags::positive()),
+      flags::flag("depth", &Config::depth, true, "transformer blocks", flags::positive()),
+      flags::flag("heads", &Config::heads, true, "attention heads", flags::positive()),
+      flags::flag("mlp-ratio", &Config::mlp_ratio, true, "MLP hidden size / dim", flags::positive()),
+      flags::flag("epochs", &Config::epochs, true, "passes over the 60k training images", flags::positive(100000)),
+      flags::flag("batch", &Config::batch, true, "images per step", flags::positive(60000)),
+      flags::flag("lr", &Config::lr, true, "peak learning rate (AdamW)", flags::positive(1)),
+      flags::flag("min-lr", &Config::min_lr, true, "learning rate at the end of the cosine", flags::at_least(0)),
+      flags::flag("warmup", &Config::warmup, true, "linear warm-up steps", flags::at_least(0)),
+      flags::flag("weight-decay", &Config::weight_decay, true, "AdamW decoupled weight decay", flags::at_least(0)),
+      flags::flag("label-smoothing", &Config::label_smoothing, true, "cross-entropy label smoothing",
+                  flags::below(0, 1)),
       flags::flag("augment", &Config::augment, true, "on | off: random 2-pixel shifts and horizontal flips"),
       flags::flag("seed", &Config::seed, true, "seeds the weights, the data order and the augmentation"),
-      flags::flag("holdout", &Config::holdout, true, "evaluate on the last N training images, not the test set"),
+      flags::flag("holdout", &Config::holdout, true, "evaluate on the last N training images, not the test set",
+                  flags::below(0, 60000)),
       flags::flag("data-dir", &Config::data_dir, false, "Fashion-MNIST IDX files (default: the Debian package's)"),
       flags::flag("out", &Config::out, false, "run directory (default runs/vit_fmnist_<attn>; with --resume, the checkpoint's)"),
+      flags::flag("overwrite", &Config::overwrite, false, "on: replace the run in a non-empty --out (off: refuse it)"),
       flags::flag("resume", &Config::resume, false, "continue from this checkpoint (its config is the base)"),
       flags::flag("eval", &Config::eval, false, "only evaluate this checkpoint on the test set"),
-      flags::flag("bench", &Config::bench, false, "time N training steps (median), no training"),
-      flags::flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)"),
+      flags::flag("bench", &Config::bench, false, "time N training steps (median), no training", flags::at_least(0)),
+      flags::flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)", flags::at_least(0, 1024)),
       flags::flag("device", &Config::device, false, "cpu | cuda: where the model trains"),
   };
   return all;
 }
 
+// What the flags' ranges cannot see: values that depend on each other.
 void check(const Config& o) {
-  auto positive = [](const char* name, double v) {
-    if (!(v > 0)) fail(fmt::format("--{} must be > 0, got {}", name, v));
-  };
   if (o.attn != "softmax" && o.attn != "linear" && o.attn != "mhla" && o.attn != "all")
     fail(fmt::format("--attn must be softmax, linear or mhla (or all with --bench), got '{}'", o.attn));
   if (o.attn == "all" && o.bench == 0) fail("--attn all only goes with --bench N");
-  positive("patch", double(o.patch));
-  positive("block", double(o.block));
-  positive("dim", double(o.dim));
-  positive("depth", double(o.depth));
-  positive("heads", double(o.heads));
-  positive("mlp-ratio", o.mlp_ratio);
-  positive("epochs", double(o.epochs));
-  positive("batch", double(o.batch));
-  positive("lr", o.lr);
   if (o.img() % o.patch != 0) fail(fmt::format("--patch {} does not divide the {}-pixel images", o.patch, o.img()));
   if ((o.img() / o.patch) % o.block != 0)
     fail(fmt::format("--block {} does not divide the {}x{} patch grid", o.block, o.img() / o.patch, o.img() / o.patch));
   if (o.dim % o.heads != 0) fail(fmt::format("--dim {} is not a multiple of --heads {}", o.dim, o.heads));
-  if (o.min_lr < 0 || o.min_lr > o.lr) fail(fmt::format("--min-lr must be in [0, lr = {}], got {}", o.lr, o.min_lr));
-  if (o.warmup < 0) fail(fmt::format("--warmup must be >= 0, got {}", o.warmup));
-  if (o.weight_decay < 0) fail(fmt::format("--weight-decay must be >= 0, got {}", o.weight_decay));
-  if (o.label_smoothing < 0 || o.label_smoothing >= 1)
-    fail(fmt::format("--label-smoothing must be in [0, 1), got {}", o.label_smoothing));
-  if (o.holdout < 0 || o.holdout >= 60000) fail(fmt::format("--holdout must be in [0, 60000), got {}", o.holdout));
-  if (o.bench < 0 || o.threads < 0) fail("--bench and --threads must be >= 0");
+  if (o.min_lr > o.lr) fail(fmt::format("--min-lr {} is above --lr {}", o.min_lr, o.lr));
+  const int64_t steps = o.epochs * ((60000 - o.holdout + o.batch - 1) / o.batch);  // the DataLoader's batches
+  if (o.warmup > steps) fail(fmt::format("--warmup {} is more than the run's {} steps", o.warmup, steps));
+  if (o.lr * o.weight_decay >= 1)  // AdamW scales the weights by 1 - lr·wd every step
+    fail(fmt::format("--weight-decay {} x --lr {} must be < 1", o.weight_decay, o.lr));
   if (!o.resume.empty() && !o.eval.empty()) fail("--resume and --eval do not go together");
 }
 
@@ -89,6 +81,17 @@ Config parse_config(const std::vector<std::string>& args, Config base) {
 std::string config_line(const Config& o) { return flags::flags_line(table(), o); }
 
 std::string usage() { return flags::usage("vit_fmnist", table()); }
+
+double training_bytes(const Config& o) {
+  const double tokens = std::pow(double(o.img()) / double(o.patch), 2), blocks = double(o.grid()) * double(o.grid());
+  const double dim = double(o.dim), images = 70000;  // train + test, as loaded (28x28) and padded (32x32)
+  return data::training_bytes({.batch = double(o.batch), .tokens = tokens, .dim = dim, .heads = double(o.heads),
+                               .layers = double(o.depth), .mlp_ratio = o.mlp_ratio,
+                               .chunks = o.attn == "softmax" ? 0 : blocks,
+                               .mix = o.attn == "mhla" ? blocks * blocks : 0,
+                               .other_params = (double(o.patch * o.patch) + tokens + 12) * dim,
+                               .other_floats = images * (28 * 28 + 32 * 32)});
+}
 
 // ---------------------------------------------------------------- the model
 
@@ -159,6 +162,10 @@ Trainer::Trainer(const Config& o, int64_t total_steps) : opts_(o) {
 
 double Trainer::lr() const { return nn::warmup_cosine(step_, schedule_); }
 
+void Trainer::distribute(dist::DataParallelOptions opts) {
+  data_parallel = std::make_unique<dist::DataParallel>(*model, opts);
+}
+
 StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
   StepStats s;
   auto t = std::chrono::steady_clock::now();
@@ -169,6 +176,7 @@ StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
 
   t = std::chrono::steady_clock::now();
   loss.backward();
+  if (data_parallel) data_parallel->synchronize();  // the mean gradient over the ranks
   s.backward_s = seconds_since(t);
 
   t = std::chrono::steady_clock::now();

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <linea/dist/data_parallel.h>
 #include <linea/linea.h>
 
 namespace vit {
@@ -44,6 +45,7 @@ struct Config {
   // Running (not part of the saved config).
   std::string data_dir;  // "" = /usr/share/datasets/fashion-mnist
   std::string out;       // "" = runs/vit_fmnist_<attn>
+  bool overwrite = false;  // replace the run in a non-empty out (else refused)
   std::string resume;    // a checkpoint to continue from
   std::string eval;      // a checkpoint to evaluate (no training)
   int64_t bench = 0;     // > 0: time this many training steps instead of training
@@ -62,6 +64,8 @@ Config parse_config(const std::vector<std::string>& args, Config base = {});
 // its words (flags::split_words) gives them back. Written to config.txt and into each checkpoint.
 std::string config_line(const Config& o);
 std::string usage();
+// About the bytes a training run of `o` takes, Fashion-MNIST in memory included (data/memory_budget.h).
+double training_bytes(const Config& o);
 
 class ViT : public linea::nn::Module {
  public:
@@ -98,6 +102,10 @@ class Trainer {
   EvalStats evaluate(const Tensor& x, const Tensor& y, int64_t batch = 1000);
   double lr() const;  // the lr the next step uses
   int64_t step() const { return step_; }
+  // Data-parallel from here on (call after moving the model to its device): rank 0's weights
+  // everywhere, and each train_step averages the gradients over the ranks before the update.
+  // Every rank then passes its shard of the global batch to train_step.
+  void distribute(linea::dist::DataParallelOptions opts = {});
 
   // A checkpoint holds the model, the optimizer, `extra` (say the data position) and, under
   // "config" and "step", the config line and the step count.
@@ -106,6 +114,7 @@ class Trainer {
 
   std::shared_ptr<ViT> model;
   std::unique_ptr<linea::nn::AdamW> optimizer;
+  std::unique_ptr<linea::dist::DataParallel> data_parallel;  // set by distribute()
 
  private:
   Config opts_;

@@ -1,9 +1,5 @@
 #include "linea/nn/checkpoint.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -13,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "linea/tensor/atomic_file.h"
 #include "linea/tensor/backend.h"
 
 namespace linea::nn {
@@ -31,8 +28,13 @@ struct Json {
   enum class Kind { Null, Bool, Int, String, Array, Object } kind = Kind::Null;
   int64_t i = 0;
   std::string s;
-  std::vector<Json> items;                          // Array
-  std::vector<std::pair<std::string, Json>> members;  // Object, in file order
+  struct Member;  // a key and its value; a vector may hold an incomplete type, a std::pair may not
+  std::vector<Json> items;      // Array
+  std::vector<Member> members;  // Object, in file order
+};
+struct Json::Member {
+  std::string key;
+  Json value;
 };
 
 constexpr int kMaxDepth = 8;  // a safetensors header needs 3
@@ -79,7 +81,7 @@ class JsonParser {
         std::string key = string();
         if (!keys.insert(key).second) fail(fmt::format("duplicate key \"{}\"", key));
         expect(':');
-        v.members.emplace_back(std::move(key), value(depth + 1));
+        v.members.push_back({std::move(key), value(depth + 1)});
       } while (peek() == ',' && ++p_);
       expect('}');
     } else if (c == '[') {
@@ -302,16 +304,13 @@ class HeaderReader {
     e.dtype = d->dtype;
 
     if (shape->kind != Json::Kind::Array) fail(who + ": shape is not an array");
-    int64_t bytes = static_cast<int64_t>(itemsize(e.dtype));
     for (const Json& s : shape->items) {
       if (s.kind != Json::Kind::Int || s.i < 0) fail(who + ": shape entries must be non-negative integers");
       e.shape.push_back(s.i);
     }
-    for (int64_t s : e.shape) {  // numel * itemsize, with overflow caught
-      if (s != 0 && bytes > INT64_MAX / s)
-        fail(fmt::format("{}: shape {} is impossibly large", who, shape_str(e.shape)));
-      bytes *= s;
-    }
+    const std::optional<int64_t> nbytes = checked_nbytes(e.shape, itemsize(e.dtype));
+    if (!nbytes) fail(fmt::format("{}: shape {} is impossibly large", who, shape_str(e.shape)));
+    const int64_t bytes = *nbytes;
 
     if (offsets->kind != Json::Kind::Array || offsets->items.size() != 2 ||
         offsets->items[0].kind != Json::Kind::Int || offsets->items[1].kind != Json::Kind::Int)
@@ -330,50 +329,6 @@ class HeaderReader {
   const std::string& path_;
   int64_t data_size_;
 };
-
-// ---------------------------------------------------------------- atomic write
-
-// Writes `parts` to a fresh unique temp file beside `path`, fsyncs it, renames it over `path`
-// and fsyncs the directory, so `path` is always either the old file or the complete new one.
-void write_atomically(const std::string& path, const std::vector<std::string_view>& parts) {
-  std::string tmp = path + ".tmp.XXXXXX";
-  const int fd = mkstemp(tmp.data());
-  LINEA_CHECK(fd >= 0, "[save_safetensors] cannot create a temp file beside '{}': {}", path, std::strerror(errno));
-  auto fail = [&](const char* what) {
-    const int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw Error(fmt::format("[save_safetensors] {} '{}' failed: {} (the previous '{}' is untouched)", what, tmp,
-                            std::strerror(err), path));
-  };
-  if (::fchmod(fd, 0644) != 0) fail("chmod of");
-  for (std::string_view part : parts) {
-    while (!part.empty()) {
-      const ssize_t n = ::write(fd, part.data(), part.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) fail("writing");
-      part.remove_prefix(static_cast<size_t>(n));
-    }
-  }
-  if (::fsync(fd) != 0) fail("fsync of");
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    throw Error(fmt::format("[save_safetensors] closing '{}' failed: {}", tmp, std::strerror(errno)));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error(fmt::format("[save_safetensors] renaming '{}' to '{}' failed: {}", tmp, path, std::strerror(err)));
-  }
-  // Make the rename itself durable (best effort: some filesystems refuse to fsync a directory).
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-}
 
 // A contiguous CPU copy of t, or t itself when it already is one.
 Tensor host_contiguous(const Tensor& t) {
@@ -419,7 +374,7 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const M
   std::vector<std::string_view> parts{{len, 8}, header};
   for (const Tensor& h : hosts)
     parts.emplace_back(static_cast<const char*>(h.data_ptr()), h.numel() * itemsize(h.dtype()));
-  write_atomically(path, parts);
+  write_file_atomically(path, parts, "save_safetensors");
 }
 
 Safetensors load_safetensors(const std::string& path) {

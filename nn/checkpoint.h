@@ -6,8 +6,8 @@
 //            "__metadata__": {"<key>": "<string value>"}}
 //   data: raw little-endian tensors, C order; offsets are relative to the start of the data.
 //
-// Supported dtypes: F32, F64, I64, U8, BOOL. Writes are atomic (a unique temp file beside the
-// target, fsync, rename over it): a crash mid-save leaves the previous file intact. Loading
+// Supported dtypes: F32, F64, I64, U8, BOOL. Writes are atomic (write_file_atomically: a temp file
+// beside the target, fsync, rename over it): a crash mid-save leaves the previous file intact. Loading
 // checks everything before trusting it, so a truncated, corrupted or hostile file is a
 // linea::Error naming the file and the problem, never a crash or an out-of-bounds read.
 #pragma once

@@ -53,7 +53,7 @@ void Optimizer::step() {
         for (size_t b = 0; b < buffer_names_.size(); ++b) s.buffers.push_back(zeros_like(p));
       ++s.step;
       auto it = std::find_if(per_device.begin(), per_device.end(),
-                             [&](const auto& d) { return d.first == p.device(); });
+                             [dev = p.device()](const auto& d) { return d.first == dev; });
       if (it == per_device.end()) it = per_device.insert(per_device.end(), {p.device(), {}});
       it->second.push_back({p, g.contiguous(), &s, *grp.lr, *grp.weight_decay});
     }

@@ -1,5 +1,6 @@
 #include "linea/nn/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace linea::nn {
@@ -25,13 +26,14 @@ std::shared_ptr<Module> make_attention(const TransformerBlockConfig& c) {
 TransformerBlock::TransformerBlock(const TransformerBlockConfig& config)
     : Module("TransformerBlock"), config_(config) {
   const TransformerBlockConfig& c = config_;
-  LINEA_CHECK(c.dim > 0 && c.mlp_ratio > 0,
-              "[TransformerBlock] need dim > 0 and mlp_ratio > 0, got dim {}, mlp_ratio {}", c.dim, c.mlp_ratio);
+  LINEA_CHECK(c.dim > 0 && c.mlp_ratio >= 0,
+              "[TransformerBlock] need dim > 0 and mlp_ratio >= 0, got dim {}, mlp_ratio {}", c.dim, c.mlp_ratio);
   ln1 = register_module("ln1", std::make_shared<LayerNorm>(c.dim, c.norm_eps));
   attn = register_module("attn", make_attention(c));
   drop = register_module("drop", std::make_shared<Dropout>(c.dropout));
+  if (c.mlp_ratio == 0) return;
   ln2 = register_module("ln2", std::make_shared<LayerNorm>(c.dim, c.norm_eps));
-  const auto hidden = static_cast<int64_t>(std::lround(c.mlp_ratio * static_cast<double>(c.dim)));
+  const auto hidden = std::max<int64_t>(1, std::lround(c.mlp_ratio * static_cast<double>(c.dim)));
   mlp = register_module("mlp", std::make_shared<MLP>(c.dim, hidden, c.dim, nullptr, c.dropout));
 }
 
@@ -39,7 +41,7 @@ Tensor TransformerBlock::forward(const Tensor& x) {
   LINEA_CHECK(x.dim() == 3 && x.size(2) == config_.dim, "[TransformerBlock] expected input [B, N, {}], got {}",
               config_.dim, shape_str(x.shape()));
   Tensor h = x + drop->forward(attn->forward(ln1->forward(x)));
-  return h + mlp->forward(ln2->forward(h));
+  return mlp ? h + mlp->forward(ln2->forward(h)) : h;
 }
 
 }  // namespace linea::nn

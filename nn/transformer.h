@@ -1,4 +1,5 @@
-// The pre-norm transformer block: x + attn(ln1(x)), then x + mlp(ln2(x)), with the attention
+// The pre-norm transformer block: x + attn(ln1(x)), then x + mlp(ln2(x)) (mlp_ratio 0: no MLP, as
+// in Zoology's attention-only recall models), with the attention
 // chosen by name so the three kinds can be swapped in one model (nn/attention.h):
 //   "softmax"  MultiHeadAttention (exact softmax attention)
 //   "linear"   LinearAttention
@@ -16,7 +17,7 @@ namespace linea::nn {
 struct TransformerBlockConfig {
   int64_t dim = 0;
   int64_t heads = 1;
-  double mlp_ratio = 4.0;             // MLP hidden size = mlp_ratio * dim
+  double mlp_ratio = 4.0;             // MLP hidden size = mlp_ratio * dim; 0: no MLP (nor ln2)
   std::string attention = "softmax";  // "softmax" | "linear" | "mhla"
   bool causal = false;
   double dropout = 0;                 // on the attention output and inside the MLP
@@ -34,9 +35,9 @@ class TransformerBlock : public Module {
   Tensor forward(const Tensor& x) override;  // [B, N, dim] -> [B, N, dim]
   const TransformerBlockConfig& config() const { return config_; }
 
-  std::shared_ptr<LayerNorm> ln1, ln2;
+  std::shared_ptr<LayerNorm> ln1, ln2;  // ln2 null without an MLP
   std::shared_ptr<Module> attn;
-  std::shared_ptr<MLP> mlp;
+  std::shared_ptr<MLP> mlp;  // null when mlp_ratio is 0
   std::shared_ptr<Dropout> drop;
 
  private:

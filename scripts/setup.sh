@@ -5,8 +5,16 @@ set -euo pipefail
 
 tools=(cmake g++ make)
 packages=(libopenblas-dev libopenblas0-openmp doctest-dev libfmt-dev zlib1g-dev)
+# dist/ (data-parallel training under mpirun): Open MPI's headers and library, and mpirun itself.
+packages+=(libopenmpi-dev openmpi-bin)
 # Debian package that provides each tool, for when a tool is missing.
 declare -A tool_package=([cmake]=cmake [g++]=g++ [make]=make)
+# `setup.sh fuzz` (make fuzz): clang, its libFuzzer/sanitizer runtimes and its OpenMP too.
+if [ "${1:-}" = fuzz ]; then
+  tools+=(clang++)
+  tool_package[clang++]=clang
+  packages+=(libclang-rt-dev libomp-dev)
+fi
 
 missing=()
 for t in "${tools[@]}"; do

@@ -101,9 +101,11 @@ template Tensor from_vector<int64_t>(const std::vector<int64_t>&, Shape, Device)
 template Tensor from_vector<uint8_t>(const std::vector<uint8_t>&, Shape, Device);
 
 Tensor from_blob(void* data, Shape shape, DType dtype, std::function<void(void*)> deleter) {
+  const std::optional<int64_t> nbytes = checked_nbytes(shape, itemsize(dtype));
+  LINEA_CHECK(nbytes.has_value(), "[from_blob] shape {} of {} is too large: its size in bytes overflows int64",
+              shape_str(shape), dtype);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(data, static_cast<size_t>(numel(shape)) * itemsize(dtype), Device::cpu(),
-                                            std::move(deleter));
+  impl->storage = std::make_shared<Storage>(data, static_cast<size_t>(*nbytes), Device::cpu(), std::move(deleter));
   impl->strides = contiguous_strides(shape);
   impl->shape = std::move(shape);
   impl->dtype = dtype;

@@ -8,7 +8,6 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
-#include <climits>
 #include <cstring>
 #include <fstream>
 #include <vector>
@@ -177,13 +176,9 @@ Tensor load_npy(const std::string& path) {
   const Shape shape = parser.tuple_value("shape");
 
   // The data must be exactly numel * itemsize bytes; check before allocating anything.
-  int64_t n = 1;
-  for (int64_t s : shape) {
-    LINEA_CHECK(s == 0 || n <= INT64_MAX / 8 / s, "[load_npy] '{}': shape {} is impossibly large", path,
-                shape_str(shape));
-    n *= s;
-  }
-  const int64_t expected = n * static_cast<int64_t>(itemsize(dtype));
+  const std::optional<int64_t> nbytes = checked_nbytes(shape, itemsize(dtype));
+  LINEA_CHECK(nbytes.has_value(), "[load_npy] '{}': shape {} is impossibly large", path, shape_str(shape));
+  const int64_t expected = *nbytes;
   const int64_t found = file_size - data_start;
   LINEA_CHECK(found >= expected, "[load_npy] '{}' is truncated: shape {} {} needs {} bytes of data, the file has {}",
               path, shape_str(shape), dtype, expected, found);
@@ -195,7 +190,7 @@ Tensor load_npy(const std::string& path) {
   LINEA_CHECK(f.gcount() == expected, "[load_npy] reading the data of '{}' failed", path);
   if (dtype == DType::Bool) {  // any nonzero byte means true; a C++ bool must hold exactly 0 or 1
     auto* b = static_cast<unsigned char*>(t.data_ptr());
-    for (int64_t i = 0; i < n; ++i) b[i] = b[i] != 0;
+    for (int64_t i = 0; i < expected; ++i) b[i] = b[i] != 0;
   }
   return t;
 }

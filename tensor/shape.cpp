@@ -6,13 +6,32 @@
 
 namespace linea {
 
+namespace {
+// The product of the dims with 0s counted as 1 (it bounds numel and every contiguous stride),
+// or nullopt when a dim is negative or the product overflows int64.
+std::optional<int64_t> extent(const Shape& shape) {
+  int64_t acc = 1;
+  for (int64_t s : shape)
+    if (s < 0 || __builtin_mul_overflow(acc, std::max<int64_t>(s, 1), &acc)) return std::nullopt;
+  return acc;
+}
+
+void check_extent(const Shape& shape) {
+  LINEA_CHECK(extent(shape).has_value(), "[shape] shape {} {}", shape_str(shape),
+              std::ranges::any_of(shape, [](int64_t s) { return s < 0; }) ? "has a negative dim"
+                                                                           : "is too large: its size overflows int64");
+}
+}  // namespace
+
 int64_t numel(const Shape& shape) {
+  check_extent(shape);
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape) n *= s;  // cannot overflow: |n| <= extent
   return n;
 }
 
 Strides contiguous_strides(const Shape& shape) {
+  check_extent(shape);
   Strides st(shape.size());
   int64_t acc = 1;
   for (size_t i = shape.size(); i-- > 0;) {
@@ -20,6 +39,12 @@ Strides contiguous_strides(const Shape& shape) {
     acc *= std::max<int64_t>(shape[i], 1);
   }
   return st;
+}
+
+std::optional<int64_t> checked_nbytes(const Shape& shape, std::size_t itemsize) {
+  int64_t bytes = 0;
+  if (!extent(shape) || __builtin_mul_overflow(numel(shape), itemsize, &bytes)) return std::nullopt;
+  return bytes;
 }
 
 std::string shape_str(const Shape& shape) {

@@ -35,15 +35,17 @@ Tensor Tensor::as_strided(Shape shape, Strides strides, int64_t offset) const {
               shape_str(shape), shape_str(strides));
   // The furthest element the view can touch must lie inside the storage.
   int64_t lo = offset, hi = offset;
-  bool empty_view = false;
+  bool empty_view = false, overflow = false;  // hostile strides must not wrap around into range
   for (size_t i = 0; i < shape.size(); ++i) {
     LINEA_CHECK(shape[i] >= 0, "[as_strided] negative size in shape {}", shape_str(shape));
     if (shape[i] == 0) empty_view = true;
-    int64_t span = (shape[i] - 1) * strides[i];
-    (span >= 0 ? hi : lo) += span;
+    int64_t span = 0;
+    overflow |= __builtin_mul_overflow(std::max<int64_t>(shape[i] - 1, 0), strides[i], &span);
+    int64_t& end = span >= 0 ? hi : lo;
+    overflow |= __builtin_add_overflow(end, span, &end);
   }
   const int64_t cap = static_cast<int64_t>(storage()->nbytes / itemsize(dtype()));
-  LINEA_CHECK(empty_view || (lo >= 0 && hi < cap),
+  LINEA_CHECK(empty_view || (!overflow && lo >= 0 && hi < cap),
               "[as_strided] view shape {} strides {} offset {} reaches outside a storage of {} elements",
               shape_str(shape), shape_str(strides), offset, cap);
   auto impl = std::make_shared<TensorImpl>();
@@ -57,8 +59,15 @@ Tensor Tensor::as_strided(Shape shape, Strides strides, int64_t offset) const {
 
 Tensor empty(Shape shape, DType dtype, Device device) {
   for (int64_t s : shape) LINEA_CHECK(s >= 0, "[empty] negative size in shape {}", shape_str(shape));
+  const std::optional<int64_t> nbytes = checked_nbytes(shape, itemsize(dtype));
+  LINEA_CHECK(nbytes.has_value(), "[empty] shape {} of {} is too large: its size in bytes overflows int64",
+              shape_str(shape), dtype);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = backend(device).allocate(static_cast<size_t>(numel(shape)) * itemsize(dtype));
+  try {
+    impl->storage = backend(device).allocate(static_cast<size_t>(*nbytes));
+  } catch (const Error& e) {  // the allocator knows only the byte count; say which tensor it was
+    throw Error(fmt::format("[empty] shape {} of {} on {}: {}", shape_str(shape), dtype, device, e.what()));
+  }
   impl->strides = contiguous_strides(shape);
   impl->shape = std::move(shape);
   impl->dtype = dtype;

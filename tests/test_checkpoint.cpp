@@ -1,6 +1,7 @@
 // Checkpoints: bitwise round trips for every dtype, optimizer state and resume, atomic writes,
 // hostile/truncated/corrupted files, state_dict key errors, and a cross-check against Python's
 // `safetensors` (skipped with a message when python3 lacks numpy or safetensors).
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -221,6 +222,38 @@ TEST_CASE("writes are atomic: a failed save leaves the previous file intact") {
   }
 }
 
+TEST_CASE("write_file_atomically: a failure says whether a previous file survived; stale temps are removed") {
+  testing::TempDir tmp("checkpoint");
+  const std::string path = tmp.file("run.txt");
+  // No file before: the error must not claim one is untouched.
+  CHECK_THROWS_WITH_AS(write_file_atomically(tmp.file("no/dir/run.txt"), {"x"}, "writer"),
+                       doctest::Contains("[writer] cannot create a temp file"), Error);
+  CHECK_THROWS_WITH_AS(write_file_atomically(tmp.file("no/dir/run.txt"), {"x"}, "writer"),
+                       doctest::Contains("was not created"), Error);
+  write_file_atomically(path, {"one ", "two\n"}, "writer");
+  CHECK(read_bytes(path) == "one two\n");
+  // A rename that fails (the target turned into a non-empty directory) leaves nothing behind.
+  const std::string blocked = tmp.file("blocked");
+  fs::create_directories(fs::path(blocked) / "inside");
+  CHECK_THROWS_WITH_AS(write_file_atomically(blocked, {"x"}, "writer"), doctest::Contains("renaming"), Error);
+
+  // Temp files named by a pid: a dead one's are stale, a live one's (ours) are not; other names stay.
+  pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  REQUIRE(dead > 0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string stale = fmt::format("{}.tmp.{}.AbCdEf", path, dead);
+  const std::string live = fmt::format("{}.tmp.{}.GhIjKl", path, ::getpid());
+  for (const std::string& f : {stale, live, path + ".tmp.crashd", tmp.file("notes.tmp.12.txt")}) write_bytes(f, "half");
+  CHECK(remove_stale_temp_files(tmp.dir.string()) == 1);
+  CHECK_FALSE(fs::exists(stale));
+  CHECK(fs::exists(live));
+  CHECK(fs::exists(path + ".tmp.crashd"));
+  CHECK(fs::exists(tmp.file("notes.tmp.12.txt")));
+  CHECK(read_bytes(path) == "one two\n");
+  CHECK(remove_stale_temp_files(tmp.file("no/such/dir")) == 0);
+}
+
 TEST_CASE("truncated, corrupted and hostile files give a linea::Error naming the file") {
   testing::TempDir tmp("checkpoint");
   const std::string good_path = tmp.file("good.safetensors"), path = tmp.file("bad.safetensors");
@@ -272,6 +305,18 @@ TEST_CASE("truncated, corrupted and hostile files give a linea::Error naming the
     }
   }
   CHECK_THROWS_WITH_AS(nn::load_safetensors(tmp.file("missing.safetensors")), doctest::Contains("cannot open"), Error);
+}
+
+TEST_CASE("a shape whose size overflows int64 is refused, also beside a 0 dim") {
+  testing::TempDir tmp("checkpoint");
+  const std::string path = tmp.file("huge.safetensors");
+  for (const char* shape : {"[0,4611686018427387904,4]", "[4294967295,4294967295,4294967295,0]"}) {
+    CAPTURE(shape);
+    write_bytes(path, raw_file(fmt::format(R"({{"t":{{"dtype":"F32","shape":{},"data_offsets":[0,0]}}}})", shape)));
+    CHECK_THROWS_WITH_AS(nn::load_safetensors(path), doctest::Contains("impossibly large"), Error);
+  }
+  write_bytes(path, raw_file(R"({"t":{"dtype":"F32","shape":[0,1099511627776],"data_offsets":[0,0]}})"));
+  CHECK(nn::load_safetensors(path).tensors.at("t").shape() == Shape{0, int64_t{1} << 40});
 }
 
 TEST_CASE("malformed headers: each problem is named") {

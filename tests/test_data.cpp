@@ -1,18 +1,22 @@
 // The examples' data pipeline (examples/data): IDX files and Fashion-MNIST, image helpers, the
 // character corpus and its vocabulary, the MQAR generator, the DataLoader, progress output.
+#include <sys/resource.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "data/dataloader.h"
 #include "data/idx.h"
 #include "data/mqar.h"
 #include "data/progress.h"
+#include "data/run_files.h"
 #include "data/sampling.h"
 #include "data/text.h"
 #include "helpers.h"
@@ -100,7 +104,7 @@ TEST_CASE("read_idx: bad magic, unsupported type, truncated header and data, ext
   check_error("type.idx", std::string("\0\0\x0d\x01\0\0\0\x01", 8) + "abcd", "element type 0x0d");
   check_error("header.idx", std::string("\0\0\x08\x03\0\0\0\x02", 8), "truncated header");
   check_error("data.idx", idx_bytes({10, 28, 28}, ramp(7839)), "(truncated)");
-  check_error("extra.idx", idx_bytes({2, 2}, ramp(5)), "need 4 data bytes, file has 5");
+  check_error("extra.idx", idx_bytes({2, 2}, ramp(5)), "more data than the 4 bytes its dims (2, 2) declare");
   check_error("zero.idx", std::string("\0\0\x08\0", 4), "0 dims");
   // A gzip stream cut in half.
   const std::string gz_path = tmp().file("cut.idx.gz");
@@ -109,6 +113,67 @@ TEST_CASE("read_idx: bad magic, unsupported type, truncated header and data, ext
   write_bytes(gz_path, gz.substr(0, gz.size() / 2));
   CHECK_THROWS_WITH_AS(read_idx(gz_path), doctest::Contains("broken gzip data"), linea::Error);
   CHECK_THROWS_WITH_AS(read_idx(tmp().file("nope.idx")), doctest::Contains("no such file"), linea::Error);
+}
+
+TEST_CASE("read_idx: empty data, and dims whose size overflows int64 beside a 0 dim") {
+  for (const std::vector<uint32_t>& dims : {std::vector<uint32_t>{0}, std::vector<uint32_t>{5, 0, 28}}) {
+    write_bytes(tmp().file("empty.idx"), idx_bytes(dims, ""));
+    Tensor t = read_idx(tmp().file("empty.idx"));
+    CHECK(t.numel() == 0);
+    CHECK(t.dim() == static_cast<int64_t>(dims.size()));
+  }
+  write_bytes(tmp().file("huge.idx"), idx_bytes({0xffffffffu, 0xffffffffu, 0xffffffffu, 0}, ""));
+  CHECK_THROWS_WITH_AS(read_idx(tmp().file("huge.idx")), doctest::Contains("impossibly large"), linea::Error);
+}
+
+// The memory-bound part cannot run under AddressSanitizer, which reserves terabytes of address space.
+#if defined(__SANITIZE_ADDRESS__)
+#define LINEA_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LINEA_TEST_ASAN 1
+#endif
+#endif
+
+TEST_CASE("read_idx: a gzip bomb is refused after the bytes its header declares, in bounded memory") {
+  // A 4-byte IDX header and 4 data bytes, followed by 256 MB of zeros: about 250 KB gzipped.
+  const std::string path = tmp().file("bomb.idx.gz");
+  gzFile f = gzopen(path.c_str(), "wb9");
+  REQUIRE(f != nullptr);
+  const std::string head = idx_bytes({4}, "abcd");
+  REQUIRE(gzwrite(f, head.data(), static_cast<unsigned>(head.size())) == static_cast<int>(head.size()));
+  const std::string zeros_mb(1 << 20, '\0');
+  for (int i = 0; i < 256; ++i) REQUIRE(gzwrite(f, zeros_mb.data(), 1 << 20) == 1 << 20);
+  gzclose(f);
+  REQUIRE(fs::file_size(path) < (1 << 20));
+
+#ifdef LINEA_TEST_ASAN
+  MESSAGE("AddressSanitizer build: the error is checked, the memory bound is not");
+  CHECK_THROWS_WITH_AS(read_idx(path), doctest::Contains("more data than the 4 bytes"), linea::Error);
+#else
+  // With the address space capped at 64 MB above what the process uses now, inflating the whole
+  // stream would fail with std::bad_alloc instead of the clear error.
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  size_t vm_kb = 0;
+  while (std::getline(status, line))
+    if (line.rfind("VmSize:", 0) == 0) vm_kb = std::stoul(line.substr(7));
+  REQUIRE(vm_kb > 0);
+  rlimit saved{};
+  REQUIRE(getrlimit(RLIMIT_AS, &saved) == 0);
+  rlimit capped = saved;
+  capped.rlim_cur = (vm_kb << 10) + (64u << 20);
+  REQUIRE(setrlimit(RLIMIT_AS, &capped) == 0);
+  bool clear_error = false;
+  try {
+    read_idx(path);
+  } catch (const linea::Error& e) {
+    clear_error = std::string(e.what()).find("more data than the 4 bytes its dims (4,) declare") != std::string::npos;
+  } catch (const std::bad_alloc&) {
+  }
+  REQUIRE(setrlimit(RLIMIT_AS, &saved) == 0);
+  CHECK(clear_error);
+#endif
 }
 
 TEST_CASE("load_fashion_mnist: a data dir with gzip or raw files; shape and label checks") {
@@ -284,6 +349,11 @@ TEST_CASE("Vocab: sorted distinct bytes, encode/decode round trip, save/load") {
   write_bytes(tmp().file("v4.json"), "{\"format\": \"linea-char-vocab\", \"bytes\": [10, x]}");
   CHECK_THROWS_WITH_AS(Vocab::load(tmp().file("v4.json")), doctest::Contains("bad entry"), linea::Error);
   CHECK_THROWS_WITH_AS(Vocab::load(tmp().file("none.json")), doctest::Contains("cannot open"), linea::Error);
+  // A directory or a device is no vocabulary (and /dev/zero would never end).
+  CHECK_THROWS_WITH_AS(Vocab::load(tmp().dir.string()), doctest::Contains("not a regular file"), linea::Error);
+  CHECK_THROWS_WITH_AS(Vocab::load("/dev/zero"), doctest::Contains("not a regular file"), linea::Error);
+  write_bytes(tmp().file("v5.json"), "{\"format\": \"linea-char-vocab\", \"bytes\": [10" + std::string(2 << 20, ' ') + "]}");
+  CHECK_THROWS_WITH_AS(Vocab::load(tmp().file("v5.json")), doctest::Contains("too large"), linea::Error);
 }
 
 TEST_CASE("CharCorpus: 90/10 split, batches are windows of the split shifted by one") {
@@ -338,69 +408,125 @@ TEST_CASE("CharCorpus: 90/10 split, batches are windows of the split shifted by 
                        linea::Error);
   CHECK_THROWS_WITH_AS(CharCorpus::from_file(default_corpus_path() + ".absent"), doctest::Contains("cannot open"),
                        linea::Error);
+  CHECK_THROWS_WITH_AS(CharCorpus::from_file(tmp().dir.string()), doctest::Contains("not a regular file"),
+                       linea::Error);
 }
 
 // ---------------------------------------------------------------- MQAR
 
-TEST_CASE("make_mqar: layout, targets are the paired values, the rest is ignored") {
-  MqarConfig cfg{.vocab = 64, .seq_len = 40, .num_kv = 6, .num_queries = 4};
-  Generator gen(1);
-  MqarBatch b = make_mqar(cfg, 32, gen);
-  CHECK(b.inputs.shape() == Shape{32, 40});
-  CHECK(b.targets.shape() == Shape{32, 40});
-  const auto in = ints(b.inputs), tg = ints(b.targets);
-  for (int64_t s = 0; s < 32; ++s) {
-    std::map<int64_t, int64_t> kv;
-    for (int64_t i = 0; i < 6; ++i) {
-      const int64_t k = in[s * 40 + 2 * i], v = in[s * 40 + 2 * i + 1];
-      CHECK((k >= 1 && k < 32));
-      CHECK((v >= 32 && v < 64));
-      CHECK(kv.count(k) == 0);  // distinct keys
-      kv[k] = v;
+namespace {
+std::vector<int64_t> ids_upto(int64_t n, int64_t first = 0) {
+  std::vector<int64_t> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = first + i;
+  return v;
+}
+}  // namespace
+
+TEST_CASE("make_mqar: Zoology's layout: disjoint key and value ranges, every key queried once, only queries scored") {
+  for (const bool random_fill : {false, true}) {
+    CAPTURE(random_fill);
+    const MqarConfig cfg{.vocab = 128, .seq_len = 40, .num_kv = 6, .random_non_queries = random_fill};
+    const int64_t T = 40, C = 12;  // C: the pairs' tokens
+    const MqarBatch b = make_mqar(cfg, 5, ids_upto(64));
+    REQUIRE(b.inputs.shape() == Shape{64, T});
+    REQUIRE(b.targets.shape() == Shape{64, T});
+    const auto in = ints(b.inputs), tg = ints(b.targets);
+    int64_t fillers = 0;
+    for (int64_t s = 0; s < 64; ++s) {
+      const int64_t* x = in.data() + s * T;
+      const int64_t* y = tg.data() + s * T;
+      std::map<int64_t, int64_t> kv;
+      std::set<int64_t> values;
+      for (int64_t i = 0; i < 6; ++i) {
+        CHECK((x[2 * i] >= 1 && x[2 * i] < 64));         // keys in [1, vocab/2)
+        CHECK((x[2 * i + 1] >= 64 && x[2 * i + 1] < 128));  // values in [vocab/2, vocab)
+        CHECK(kv.count(x[2 * i]) == 0);                     // unique keys
+        CHECK(values.insert(x[2 * i + 1]).second);          // unique values
+        kv[x[2 * i]] = x[2 * i + 1];
+      }
+      for (int64_t t = 0; t < C; ++t) CHECK(y[t] == kIgnoreIndex);
+      std::map<int64_t, int64_t> asked;  // key -> times queried
+      for (int64_t t = C; t < T; ++t) {
+        if (y[t] == kIgnoreIndex) {
+          // Not a query: token 0, or with random_non_queries a random token.
+          if (!random_fill) CHECK(x[t] == 0);
+          fillers += 1;
+          continue;
+        }
+        CHECK((t - C) % 2 == 0);  // queries sit at even offsets after the pairs
+        REQUIRE(kv.count(x[t]) == 1);
+        CHECK(y[t] == kv[x[t]]);  // the label is the value paired with the queried key
+        ++asked[x[t]];
+      }
+      CHECK(asked.size() == 6);  // every key ...
+      for (auto [key, n] : asked) CHECK(n == 1);  // ... exactly once
     }
-    int64_t queries = 0;
-    std::set<int64_t> asked;
-    for (int64_t t = 0; t < 40; ++t) {
-      if (tg[s * 40 + t] == kIgnoreIndex) continue;
-      ++queries;
-      const int64_t key = in[s * 40 + t];
-      CHECK(t >= 12);
-      REQUIRE(kv.count(key) == 1);
-      CHECK(tg[s * 40 + t] == kv[key]);      // the value paired with the key
-      CHECK(in[s * 40 + t + 1] == kv[key]);  // and the next input is that value
-      asked.insert(key);
+    CHECK(fillers == 64 * (T - C - 6));
+    if (random_fill) {  // the fillers are random tokens of the whole vocabulary, not all 0
+      int64_t zeros = 0;
+      for (int64_t t : in) zeros += t == 0;
+      CHECK(zeros < fillers / 20);
     }
-    CHECK(queries == 4);
-    CHECK(asked.size() == 4);  // distinct keys are queried
+    const Accuracy all = masked_accuracy(b.targets, b.targets);
+    CHECK(all.total == 64 * 6);
+    CHECK(all.value() == 1.0);
+    CHECK(masked_accuracy(zeros_like(b.targets), b.targets).value() == 0.0);
   }
-  Accuracy all = masked_accuracy(b.targets, b.targets);
-  CHECK(all.total == 32 * 4);
-  CHECK(all.value() == 1.0);
-  CHECK(masked_accuracy(zeros_like(b.targets), b.targets).value() == 0.0);
 }
 
-TEST_CASE("make_mqar: deterministic for a seed, different across seeds; noise off; errors") {
-  MqarConfig cfg{.vocab = 128, .seq_len = 32, .num_kv = 4, .num_queries = 4};
-  Generator a(7), b(7), c(8);
-  MqarBatch x = make_mqar(cfg, 8, a), y = make_mqar(cfg, 8, b), z = make_mqar(cfg, 8, c);
-  CHECK(ints(x.inputs) == ints(y.inputs));
-  CHECK(ints(x.targets) == ints(y.targets));
-  CHECK(ints(x.inputs) != ints(z.inputs));
-  CHECK(ints(x.inputs) != ints(make_mqar(cfg, 8, a).inputs));  // the generator moves on
+TEST_CASE("make_mqar: query gaps follow the power law (g+1)^(a-1)") {
+  // One pair, so each example draws one gap g from [0, space): P(g) = (g+1)^(a-1) / sum.
+  const int64_t T = 34, space = 16, n = 20000;
+  for (const double a : {0.01, 1.0}) {
+    CAPTURE(a);
+    const MqarConfig cfg{.vocab = 64, .seq_len = T, .num_kv = 1, .power_a = a};
+    const MqarBatch b = make_mqar(cfg, 3, ids_upto(n));
+    const auto tg = ints(b.targets);
+    std::vector<int64_t> count(space, 0);
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t t = 2; t < T; ++t)
+        if (tg[s * T + t] != kIgnoreIndex) ++count[(t - 2) / 2];
+    double z = 0;
+    for (int64_t g = 0; g < space; ++g) z += std::pow(g + 1.0, a - 1);
+    for (int64_t g : {0, 1, 7, 15}) {
+      const double p = std::pow(g + 1.0, a - 1) / z, sd = std::sqrt(p * (1 - p) / n);
+      CAPTURE(g);
+      CHECK(std::abs(static_cast<double>(count[g]) / n - p) < 5 * sd);
+    }
+  }
+}
 
-  cfg.noise = false;
-  MqarBatch q = make_mqar(cfg, 4, a);
-  int64_t zeros_count = 0;
-  for (int64_t v : ints(q.inputs)) zeros_count += v == 0;
-  CHECK(zeros_count == 4 * (32 - 8 - 8));  // everything but pairs and query slots is token 0
+TEST_CASE("make_mqar: a fixed split: example i is the same sequence in any batch; splits differ; errors") {
+  const MqarConfig cfg{.vocab = 8192, .seq_len = 64, .num_kv = 8};
+  const MqarBatch all = make_mqar(cfg, 11, ids_upto(40));
+  const MqarBatch some = make_mqar(cfg, 11, {31, 2, 31});  // any order, repeats allowed
+  const auto a = ints(all.inputs), s = ints(some.inputs), at = ints(all.targets), st = ints(some.targets);
+  auto row = [](const std::vector<int64_t>& v, int64_t r) { return std::vector<int64_t>(v.begin() + r * 64, v.begin() + (r + 1) * 64); };
+  CHECK(row(s, 0) == row(a, 31));
+  CHECK(row(s, 1) == row(a, 2));
+  CHECK(row(s, 2) == row(a, 31));
+  CHECK(row(st, 1) == row(at, 2));
+  CHECK(row(a, 0) != row(a, 1));
 
-  CHECK_THROWS_WITH_AS(make_mqar({.vocab = 128, .seq_len = 17, .num_kv = 6, .num_queries = 3}, 1, a),
-                       doctest::Contains("cannot hold 6 key-value pairs and 3 queries"), linea::Error);
-  CHECK_THROWS_WITH_AS(make_mqar({.vocab = 10, .seq_len = 64, .num_kv = 8, .num_queries = 8}, 1, a),
-                       doctest::Contains("too few for num_kv 8"), linea::Error);
-  CHECK_THROWS_WITH_AS(make_mqar({.vocab = 64, .seq_len = 64, .num_kv = 4, .num_queries = 5}, 1, a),
-                       doctest::Contains("num_queries <= num_kv"), linea::Error);
-  CHECK_THROWS_WITH_AS(masked_accuracy(q.inputs, q.targets.view({-1})), doctest::Contains("[masked_accuracy]"),
+  // Train and test splits (two seeds) share no example.
+  const auto train = ints(make_mqar(cfg, 11, ids_upto(2000)).inputs);
+  const auto test = ints(make_mqar(cfg, 12, ids_upto(300)).inputs);
+  std::set<std::vector<int64_t>> seen;
+  for (int64_t r = 0; r < 2000; ++r) seen.insert(row(train, r));
+  CHECK(seen.size() == 2000);
+  for (int64_t r = 0; r < 300; ++r) CHECK(seen.count(row(test, r)) == 0);
+
+  auto err = [](MqarConfig c) { return make_mqar(c, 1, {0}); };
+  CHECK_THROWS_WITH_AS(err({.vocab = 64, .seq_len = 64, .num_kv = 4}), doctest::Contains("vocab 64 must exceed seq_len 64"),
+                       linea::Error);
+  CHECK_THROWS_WITH_AS(err({.vocab = 128, .seq_len = 33, .num_kv = 4}), doctest::Contains("even seq_len"), linea::Error);
+  CHECK_THROWS_WITH_AS(err({.vocab = 128, .seq_len = 30, .num_kv = 8}),
+                       doctest::Contains("cannot hold 8 key-value pairs and their queries (needs 32)"), linea::Error);
+  CHECK_THROWS_WITH_AS(err({.vocab = 128, .seq_len = 32, .num_kv = 4, .power_a = 0}), doctest::Contains("power_a"),
+                       linea::Error);
+  CHECK_THROWS_WITH_AS(make_mqar(cfg, 1, {}), doctest::Contains("at least one example"), linea::Error);
+  CHECK_THROWS_WITH_AS(make_mqar(cfg, 1, {-1}), doctest::Contains("ids are >= 0"), linea::Error);
+  CHECK_THROWS_WITH_AS(masked_accuracy(all.inputs, all.targets.view({-1})), doctest::Contains("[masked_accuracy]"),
                        linea::Error);
 }
 
@@ -546,4 +672,45 @@ TEST_CASE("format_duration and the SIGINT flag") {
   std::raise(SIGINT);  // the first Ctrl-C only sets the flag
   CHECK(flag.load());
   flag = false;
+}
+
+TEST_CASE("run files: a fresh run refuses a non-empty directory; metrics.csv is truncated to the resumed step") {
+  testing::TempDir t("run_files");
+  const std::string dir = t.file("run"), csv = t.file("run/metrics.csv");
+  check_run_dir("prog", dir, RunStart::Fresh);  // does not exist yet: fine, and nothing is made
+  CHECK_FALSE(fs::exists(dir));
+  open_run_dir("prog", dir, RunStart::Fresh, {});
+  {
+    MetricsCsv m("prog", csv, "epoch,step,loss", false, "step", 0);
+    m.append("1,10,0.5");
+    m.append("2,20,0.4");
+    m.append("3,30,0.3");
+  }
+  CHECK(read_bytes(csv) == "epoch,step,loss\n1,10,0.5\n2,20,0.4\n3,30,0.3\n");
+  const std::string refusal = "[prog] --out '" + dir + "' is not empty (it holds metrics.csv)";
+  CHECK_THROWS_WITH_AS(check_run_dir("prog", dir, RunStart::Fresh), doctest::Contains(refusal.c_str()), Error);
+  CHECK(run_start(dir, dir + "/checkpoint.safetensors", false) == RunStart::Resume);
+  CHECK(run_start(dir, t.file("elsewhere/checkpoint.safetensors"), true) == RunStart::Overwrite);
+  CHECK(run_start(dir, "", false) == RunStart::Fresh);
+  check_run_dir("prog", dir, RunStart::Resume);
+  CHECK_THROWS_WITH_AS(check_run_dir("prog", csv, RunStart::Resume),
+                       doctest::Contains("exists and is not a directory"), Error);
+
+  // Resumed at step 20 (the step-30 row came after that checkpoint); a row cut off by a full disk goes too.
+  write_bytes(csv, read_bytes(csv) + "4,4");
+  { MetricsCsv m("prog", csv, "epoch,step,loss", true, "step", 20); }
+  CHECK(read_bytes(csv) == "epoch,step,loss\n1,10,0.5\n2,20,0.4\n");
+  CHECK_THROWS_WITH_AS(MetricsCsv("prog", csv, "step,loss", true, "step", 20),
+                       doctest::Contains("not this run's header 'step,loss'"), Error);
+  fs::remove(csv);  // resuming into a directory without one starts it
+  { MetricsCsv m("prog", csv, "epoch,step,loss", true, "step", 20); }
+  CHECK(read_bytes(csv) == "epoch,step,loss\n");
+
+  // Overwrite removes the previous run's files, and only those.
+  write_bytes(t.file("run/config.txt"), "old");
+  write_bytes(t.file("run/mine.txt"), "keep");
+  open_run_dir("prog", dir, RunStart::Overwrite, {"config.txt", "metrics.csv", "checkpoint.safetensors"});
+  CHECK_FALSE(fs::exists(t.file("run/config.txt")));
+  CHECK_FALSE(fs::exists(csv));
+  CHECK(read_bytes(t.file("run/mine.txt")) == "keep");
 }

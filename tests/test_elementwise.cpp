@@ -1,6 +1,7 @@
 // Elementwise ops: forward values against plain std:: math (float32/float64, contiguous, strided and
-// broadcast operands), float64 gradchecks of every differentiable op, stability at large |x|,
-// comparisons, where/tril/triu, integer dtypes, and the error paths.
+// broadcast operands), gradients at kinks and ties, stability at large |x|, comparisons,
+// where/tril/triu, integer dtypes, and the error paths. The float64 gradchecks of every op are
+// registry cases (check/ops_elementwise.cpp), run by ctest check_gradcheck.
 #include <cmath>
 #include <functional>
 #include <numbers>
@@ -98,27 +99,6 @@ TEST_CASE("unary ops match std:: math for float32/float64 and every layout") {
   }
 }
 
-TEST_CASE("unary gradients (float64), inputs away from kinks and poles, contiguous and strided") {
-  // Values at least 0.2 away from 0 and from clamp's bounds; positive for log/sqrt/rsqrt/pow.
-  const std::vector<double> mixed = {-1.5, -0.7, -0.2, 0.3, 0.9, 1.8, -1.1, 0.45, 1.3, -0.35, 0.25, 2.1};
-  for (const UnaryCase& c : unary_cases()) {
-    CAPTURE(c.name);
-    const bool positive = c.lo > 0;
-    auto make = [&](bool strided) {
-      Tensor v = from_vector(mixed, {3, 4});
-      if (positive) v = abs(v);
-      // The strided input is a transposed view made a leaf.
-      return strided ? v.t().detach().requires_grad_() : v.requires_grad_();
-    };
-    Fn f = [&](const std::vector<Tensor>& in) { return c.op(in[0]); };
-    CHECK_GRADCHECK(f, {make(false)});
-    CHECK_GRADCHECK(f, {make(true)});
-  }
-  // A view taken inside f: gradients flow back through the slice too.
-  Tensor x = randn64({4, 6}, 7);
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return tanh(in[0].slice(1, 1, 6, 2)); }, {x});
-}
-
 TEST_CASE("clamp passes the gradient inside [lo, hi] and blocks it outside; abs'(0) = 0") {
   Tensor x = from_vector<double>({-2, -0.5, 0, 0.7, 3}).requires_grad_();
   sum(clamp(x, -0.5, 0.7)).backward();
@@ -213,33 +193,6 @@ TEST_CASE("scalar operators take the tensor's dtype") {
   CHECK((arange(3) * 2.0).dtype() == int64);
 }
 
-TEST_CASE("binary gradients (float64): broadcast, scalar operand, non-contiguous") {
-  // Inside f the raw inputs are mapped so that div's divisor and pow's base are positive.
-  auto wrap = [](const BinaryCase& c) -> Fn {
-    const std::string n = c.name;
-    return [c, n](const std::vector<Tensor>& in) {
-      Tensor a = in[0], b = in[1];
-      if (n == "pow") a = exp(a);
-      if (n == "div") b = exp(b);
-      return c.op(a, b);
-    };
-  };
-  for (const BinaryCase& c : binary_cases()) {
-    CAPTURE(c.name);
-    Fn f = wrap(c);
-    CHECK_GRADCHECK(f, {randn64({3, 1, 4}, 1), randn64({2, 4}, 2)});
-    CHECK_GRADCHECK(f, {randn64({2, 4}, 3), randn64({}, 4)});  // a 0-d operand gets a summed gradient
-    CHECK_GRADCHECK(f, {randn64({}, 5), randn64({3, 2}, 6)});
-    Tensor at = randn64({4, 3}, 7, false).t().detach().requires_grad_();
-    Tensor bs = randn64({3, 8}, 8, false).slice(1, 0, 8, 2).detach().requires_grad_();
-    CHECK_GRADCHECK(f, {at, bs});
-    CHECK_GRADCHECK(f, {randn64({2, 3}, 9), randn64({2, 3}, 10, false)});  // only a needs grad
-  }
-  // An int64 operand is converted to the float one and gets no gradient.
-  Tensor k = from_vector<int64_t>({1, -2, 3});
-  CHECK_GRADCHECK([k](const std::vector<Tensor>& in) { return in[0] * k; }, {randn64({2, 3}, 11)});
-}
-
 TEST_CASE("pow's exponent gradient is log(a) * a^b where a > 0 and 0 at a = 0") {
   Tensor a = from_vector<double>({0, 2}).requires_grad_();
   Tensor b = from_vector<double>({2, 3}).requires_grad_();
@@ -329,15 +282,12 @@ TEST_CASE("where: forward with broadcasting, gradients to a and b only") {
   // Non-contiguous cond (a transposed view) and int64 operands.
   Tensor ct = from_vector<double>({1, 1, 0, 1}, {2, 2}).to(boolean).t();  // [[1, 0], [1, 1]]
   CHECK(where(ct, arange(4).view({2, 2}), scalar(-1, int64)).to_vector() == std::vector<double>{0, -1, 2, 3});
-  Fn f = [cond](const std::vector<Tensor>& in) { return where(cond, in[0], in[1]); };
-  CHECK_GRADCHECK(f, {randn64({3, 4}, 2), randn64({}, 3)});
-  CHECK_GRADCHECK(f, {randn64({4}, 4), randn64({2, 3, 1}, 5)});
   Tensor x = randn64({3, 4}, 6);
   sum(where(cond, x, b)).backward();
   CHECK(x.grad().to_vector() == std::vector<double>{1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1});
 }
 
-TEST_CASE("tril/triu zero the right triangle of the last two dims, with their gradients") {
+TEST_CASE("tril/triu zero the right triangle of the last two dims") {
   Tensor x = uniform({2, 3, 4}, -1, 1, float64, 1);
   std::vector<double> v = x.to_vector();
   for (int64_t k : {-1, 0, 1, 2}) {
@@ -351,8 +301,6 @@ TEST_CASE("tril/triu zero the right triangle of the last two dims, with their gr
     CHECK(tril(x, k).to_vector() == lo);
     CHECK(triu(x, k).to_vector() == up);
   }
-  Fn f = [](const std::vector<Tensor>& in) { return tril(in[0], 1) + triu(in[0].transpose(1, 2), -1) * 2.0; };
-  CHECK_GRADCHECK(f, {randn64({2, 3, 3}, 2)});
 }
 
 // ---------------------------------------------------------------------------------------------

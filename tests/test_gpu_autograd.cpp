@@ -1,39 +1,24 @@
-// Float64 gradchecks on the GPU: every differentiable case of tests/gpu_cases.h with its inputs
-// made on Device::cuda(), so the analytic gradients come from the CUDA backward kernels and the
-// numeric ones from CUDA forwards. Cases with more than kMaxElements input elements (the
-// long-row reductions, meant to exercise multi-block kernels) are left to test_gpu_ops, which
-// compares their float64 gradients with the CPU's to 1e-10; central differences over thousands of
-// elements would take minutes. Runs only where a GPU is present (tests/gpu_main.cpp).
-#include "gpu_cases.h"
+// Float64 gradchecks on the GPU: every differentiable case of the registry (check/registry.h)
+// with its inputs made on Device::cuda(), so the analytic gradients come from the CUDA backward
+// kernels and the numeric ones from CUDA forwards (check::gradcheck_case, what
+// `linea-check gradcheck --device cuda` runs). Runs only where a GPU is present (tests/gpu_main.cpp).
+#include "helpers.h"
+#include "report.h"
 
 using namespace linea;
 using namespace linea::testing;
 
-namespace {
-constexpr int64_t kMaxElements = 2000;
-}
-
 TEST_CASE("gradcheck of every differentiable op in float64 on the GPU") {
-  uint64_t seed = 100;
+  const auto& cases = check::registry();
   int checked = 0;
-  for (const OpCase& c : op_cases()) {
-    ++seed;
-    if (!c.differentiable) continue;
-    int64_t n = 0;
-    for (const Shape& s : c.shapes) n += numel(s);
-    if (n > kMaxElements) continue;
-    INFO(c.name);
-    try {
-      std::vector<Tensor> xs = case_inputs(c, DType::Float64, Device::cuda(), seed);
-      for (Tensor& x : xs) x.requires_grad_();
-      CHECK_GRADCHECK(c.f, xs);
-      ++checked;
-    } catch (const Error& e) {
-      FAIL_CHECK(c.name << ": " << e.what());
-    }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (!cases[i].differentiable) continue;
+    const check::Result r = check::gradcheck_case(cases[i], Device::cuda(), check::case_seed(i));
+    INFO(check::format_result(r, "analytic", "numeric"));
+    CHECK(r.status == check::Status::Pass);
+    ++checked;
   }
   MESSAGE(checked << " ops gradchecked on the GPU");
-  CHECK(checked > 80);
 }
 
 TEST_CASE("gradients accumulate on the GPU over two backwards and over two uses") {

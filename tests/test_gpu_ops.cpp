@@ -1,60 +1,22 @@
-// Every op of tests/gpu_cases.h on the CPU and on CUDA from identical inputs: outputs and
-// gradients (of sum(u * y) for a fixed random u) must agree, in float32 within the documented
-// tolerances (gpu_cases.h) and in float64 to 1e-10. Also: an op given operands on two devices
-// throws an error that names the op and both devices. Runs only where a GPU is present
-// (tests/gpu_main.cpp skips otherwise).
-#include "gpu_cases.h"
+// Every op of the registry (check/registry.h) on the CPU and on CUDA from identical inputs:
+// outputs and gradients (of sum(u * y) for a fixed random u) must agree, in float32 within the
+// registry's tolerances and in float64 to 1e-10 (check::compare_case, what `linea-check compare`
+// runs). Also: an op given operands on two devices throws an error that names the op and both
+// devices. Runs only where a GPU is present (tests/gpu_main.cpp skips otherwise).
+#include "helpers.h"
+#include "report.h"
 
 using namespace linea;
 using namespace linea::testing;
 
 namespace {
 
-struct Run {
-  Tensor y;
-  std::vector<Tensor> grads;  // undefined where no gradient reached an input
-};
-
-// y = f(inputs) on `device`, and the gradients of sum(u * y) when the case is differentiable.
-Run run_case(const OpCase& c, DType dtype, Device device, uint64_t seed) {
-  std::vector<Tensor> xs = case_inputs(c, dtype, device, seed);
-  if (c.differentiable)
-    for (Tensor& x : xs) x.requires_grad_();
-  Run r{c.f(xs), {}};
-  if (!c.differentiable) return r;
-  Generator gen(seed + 1000);
-  const Tensor u = randn(r.y.shape(), gen, r.y.dtype()).to(device);
-  sum(u * r.y).backward();
-  for (const Tensor& x : xs) r.grads.push_back(x.grad());
-  return r;
-}
-
-// Same shape, dtype and values within tolerance; `gpu` is copied to the host for the comparison.
-void check_same(const std::string& what, const Tensor& gpu, const Tensor& cpu, double atol, double rtol) {
-  INFO(what);
-  CHECK(gpu.defined() == cpu.defined());
-  if (!gpu.defined() || !cpu.defined()) return;
-  CHECK(gpu.device().is_cuda());
-  CHECK(gpu.dtype() == cpu.dtype());
-  CHECK(allclose(gpu.to(Device::cpu()), cpu, atol, rtol));
-}
-
 void compare_devices(DType dtype) {
-  const bool f64 = dtype == DType::Float64;
-  uint64_t seed = 1;
-  for (const OpCase& c : op_cases()) {
-    const double atol = f64 ? kTol64 : atol32(c.tol), rtol = f64 ? kTol64 : rtol32(c.tol);
-    // Gradients pass through a backward (often a reduction), so they get the reduction tolerance.
-    const double gatol = f64 ? kTol64 : atol32(Tol::Reduction), grtol = f64 ? kTol64 : rtol32(Tol::Reduction);
-    try {  // one failing case must not hide the others
-      const Run cpu = run_case(c, dtype, Device::cpu(), seed), gpu = run_case(c, dtype, Device::cuda(), seed);
-      check_same(c.name + ": output", gpu.y, cpu.y, atol, rtol);
-      for (size_t i = 0; i < cpu.grads.size(); ++i)
-        check_same(fmt::format("{}: gradient of input {}", c.name, i), gpu.grads[i], cpu.grads[i], gatol, grtol);
-    } catch (const Error& e) {
-      FAIL_CHECK(c.name << ": " << e.what());
-    }
-    ++seed;
+  const auto& cases = check::registry();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const check::Result r = check::compare_case(cases[i], Device::cuda(), dtype, check::case_seed(i));
+    INFO(check::format_result(r, "cuda", "cpu"));
+    CHECK(r.status == check::Status::Pass);
   }
 }
 

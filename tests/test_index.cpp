@@ -1,5 +1,5 @@
 // Joining and indexing: cat, stack, index_select, gather, scatter_add, embedding, one_hot.
-// Forward values are checked against plain loops over at(); every op is gradchecked in float64.
+// Forward values are checked against plain loops over at(). Their float64 gradchecks are registry cases (check/ops_shape.cpp), run by ctest check_gradcheck.
 #include "helpers.h"
 
 using namespace linea;
@@ -134,35 +134,6 @@ TEST_CASE("one_hot values") {
   CHECK(f.dtype() == DType::Float32);
   CHECK(f.to_vector() == std::vector<double>{0, 1, 0, 0});
   CHECK(one_hot(idx64({2, 1}).expand({3, 2}), 3).at({2, 0, 2}) == 1.0);  // strided index
-}
-
-TEST_CASE("gradcheck of joining and indexing ops") {
-  Tensor a = randn64({2, 3}, 10), b = randn64({2, 1}, 11), nc = transposed_leaf(2, 4, 12);
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return cat(in, -1); }, {a, b, nc});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return cat({in[0].t(), in[1].t()}, 0); }, {a, nc});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return cat({in[0], in[0]}, 0); }, {a});  // input used twice
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return stack(in, 1); }, {a, nc.narrow(1, 0, 3).detach()});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return stack({in[0], in[0].t().t()}, -1); }, {a});
-
-  Tensor x = randn64({4, 3}, 13);
-  Tensor rep = idx64({3, 0, 3, 3, 1});
-  CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return index_select(in[0], 0, rep); }, {x});
-  CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return index_select(in[0], 1, idx64({2, 2, 0})); }, {x});
-  Tensor xt = transposed_leaf(4, 3, 14);
-  CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return index_select(in[0], 0, rep); }, {xt});
-
-  Tensor gi = idx64({0, 2, 2, 1, 0, 0}, {2, 3});
-  CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return gather(in[0], 1, gi); }, {x});
-  CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return gather(in[0], 0, gi); }, {xt});
-
-  Tensor src = randn64({2, 3}, 15);
-  CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return scatter_add(in[0], 0, gi, in[1]); }, {x, src});
-  CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return scatter_add(in[0], -1, gi, in[1]); }, {xt, src});
-
-  Tensor w = randn64({6, 4}, 16);
-  Tensor tokens = idx64({5, 1, 1, 0, 5, 5}, {2, 3});
-  CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return embedding(in[0], tokens); }, {w});
-  CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return embedding(in[0], tokens.t()); }, {w});
 }
 
 TEST_CASE("joining and indexing errors name the op") {

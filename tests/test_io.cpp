@@ -133,6 +133,18 @@ TEST_CASE("npy: broken files are clear errors naming the file") {
   CHECK(load_npy(path).to_vector() == std::vector<double>{0, 1, 1});
 }
 
+TEST_CASE("npy: a shape whose size overflows int64 is refused, also beside a 0 dim") {
+  const std::string path = tmp().file("huge.npy");
+  for (const char* shape : {"(0, 4611686018427387904, 4)", "(4611686018427387904, 0, 4)",
+                            "(4294967295, 4294967295, 4294967295, 0)", "(2305843009213693952,)"}) {
+    CAPTURE(shape);
+    write_bytes(path, npy_bytes(fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': {}, }}", shape), ""));
+    CHECK_THROWS_WITH_AS(load_npy(path), doctest::Contains("impossibly large"), Error);
+  }
+  write_bytes(path, npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 1099511627776), }", ""));
+  CHECK(load_npy(path).shape() == Shape{0, int64_t{1} << 40});  // empty, with strides that fit
+}
+
 TEST_CASE("npy: numpy reads what linea writes, linea reads what numpy writes") {
   if (!have_numpy()) {
     MESSAGE("skipping NumPy interop: python3 with numpy is not available");

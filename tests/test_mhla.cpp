@@ -1,9 +1,12 @@
 // Non-causal MHLA: the fused operator (hand-written backward) against the same algorithm composed
-// from primitive ops (autograd backward) and against the quadratic oracle of spec §1; gradchecks;
-// the identities with linear attention; large inputs; errors. The causal form: test_mhla_causal.cpp.
+// from primitive ops (autograd backward) and against the quadratic oracle of spec §1
+// (check/mhla_reference.h); the identities with linear attention; large inputs; errors. The causal
+// form: test_mhla_causal.cpp. Float64 gradchecks: registry cases (check/ops_nn.cpp), run by ctest
+// check_gradcheck.
 #include <cmath>
 
 #include "helpers.h"
+#include "mhla_reference.h"
 
 using namespace linea;
 using namespace linea::nn::functional;
@@ -45,43 +48,6 @@ Inputs inputs(const Case& c, FeatureMap fm, uint64_t seed) {
   return in;
 }
 
-// φ written out independently of the library's.
-Tensor phi(const Tensor& x, FeatureMap fm, double eps) {
-  switch (fm) {
-    case FeatureMap::ReluEps: return relu(x) + eps;
-    case FeatureMap::Elu1: return where(gt(x, zeros_like(x)), x + 1.0, exp(x));
-    case FeatureMap::Relu: return relu(x);
-    case FeatureMap::Identity: return x;
-  }
-  return x;
-}
-
-// The block expansion E[t, u] = W[b(t), b(u)] as [N, N].
-Tensor expand_blocks(const Tensor& mix, int64_t N, int64_t L) {
-  std::vector<int64_t> b(N);
-  for (int64_t t = 0; t < N; ++t) b[t] = t / L;
-  Tensor idx = from_vector(b);
-  return index_select(index_select(mix, 0, idx), 1, idx);
-}
-
-// Spec §1: A = (φ(Q) φ(K)ᵀ) ∘ E, O = diag(A1 + eps)⁻¹ A V — quadratic in N, primitive ops only.
-Tensor oracle(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& o) {
-  Tensor a = matmul(phi(q, o.feature_map, o.eps), phi(k, o.feature_map, o.eps).transpose(-1, -2)) *
-             expand_blocks(mix, q.size(2), o.block_len);
-  return matmul(a, v) / (sum(a, {-1}, true) + o.eps);
-}
-
-// Spec §1.1: the same numerator over r_{i,p} = Σ_j W_ij (φ(q_{j,p}) · z_j) + eps (equal blocks).
-Tensor official_oracle(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& o) {
-  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), L = o.block_len, M = N / L;
-  Tensor fq = phi(q, o.feature_map, o.eps), fk = phi(k, o.feature_map, o.eps);
-  Tensor a = matmul(fq, fk.transpose(-1, -2)) * expand_blocks(mix, N, L);
-  Tensor z = sum(fk.unflatten(2, {M, L}), {3}, true);         // [B, H, M, 1, d]
-  Tensor c = sum(fq.unflatten(2, {M, L}) * z, {-1});          // [B, H, M, L]
-  Tensor r = (matmul(mix, c) + o.eps).view({B, H, N, 1});
-  return matmul(a, v) / r;
-}
-
 // Gradients of sum(f(q, k, v, mix) * w) for a fixed random w: dq, dk, dv, dmix.
 template <class F>
 std::vector<Tensor> grads(F f, const Inputs& in, uint64_t seed) {
@@ -102,24 +68,9 @@ TEST_CASE("mhla: fused == composite == quadratic oracle (forward, float64)") {
       CAPTURE(static_cast<int>(fm));
       Inputs in = inputs(c, fm, 10);
       MHLAOptions o = options(c, fm);
-      Tensor want = oracle(in.q, in.k, in.v, in.mix, o);
+      Tensor want = check::mhla_quadratic(in.q, in.k, in.v, in.mix, o);
       CHECK(allclose(mhla(in.q, in.k, in.v, in.mix, o), want, 1e-12, 1e-10));
       CHECK(allclose(mhla_composite(in.q, in.k, in.v, in.mix, o), want, 1e-12, 1e-10));
-    }
-}
-
-TEST_CASE("mhla: float64 gradcheck of q, k, v and mix (every feature map, M = 1, unequal blocks)") {
-  // Small shapes: gradcheck runs two forwards per input element.
-  const Case cases[] = {{1, 2, 8, 4, 2, 3}, {2, 1, 7, 3, 2, 2}, {1, 1, 5, 5, 2, 2}};
-  for (const Case& c : cases)
-    for (FeatureMap fm : kMaps) {
-      CAPTURE(c.N);
-      CAPTURE(c.L);
-      CAPTURE(static_cast<int>(fm));
-      Inputs in = inputs(c, fm, 20);
-      MHLAOptions o = options(c, fm);
-      CHECK_GRADCHECK([o](const std::vector<Tensor>& x) { return mhla(x[0], x[1], x[2], x[3], o); },
-                      {in.q, in.k, in.v, in.mix});
     }
 }
 
@@ -132,9 +83,7 @@ TEST_CASE("mhla: non-contiguous inputs (q, k, v as transposed views of [B, N, H,
   Generator g(33);
   Tensor mix = (rand({3, 3}, g, float64) + 0.1).requires_grad_();
   MHLAOptions o = options(c, FeatureMap::Elu1);
-  CHECK(allclose(mhla(q, k, v, mix, o), oracle(q, k, v, mix, o), 1e-12, 1e-10));
-  Tensor ql = q.detach().requires_grad_(), kl = k.detach().requires_grad_(), vl = v.detach().requires_grad_();
-  CHECK_GRADCHECK([o](const std::vector<Tensor>& x) { return mhla(x[0], x[1], x[2], x[3], o); }, {ql, kl, vl, mix});
+  CHECK(allclose(mhla(q, k, v, mix, o), check::mhla_quadratic(q, k, v, mix, o), 1e-12, 1e-10));
 }
 
 TEST_CASE("mhla: fused backward == composite (autograd) backward to 1e-10") {
@@ -154,18 +103,16 @@ TEST_CASE("mhla: fused backward == composite (autograd) backward to 1e-10") {
     }
 }
 
-TEST_CASE("mhla: official (vision code) normaliser: oracle, composite, gradcheck") {
+TEST_CASE("mhla: official (vision code) normaliser: oracle, composite") {
   const Case c{2, 2, 9, 3, 2, 3};
   for (FeatureMap fm : {FeatureMap::ReluEps, FeatureMap::Elu1}) {
     Inputs in = inputs(c, fm, 50);
     MHLAOptions o = options(c, fm);
     o.official_normalizer = true;
-    Tensor want = official_oracle(in.q, in.k, in.v, in.mix, o);
+    Tensor want = check::mhla_official_quadratic(in.q, in.k, in.v, in.mix, o);
     CHECK(allclose(mhla(in.q, in.k, in.v, in.mix, o), want, 1e-12, 1e-10));
     // It is a different function from the clean form unless W is diagonal.
-    CHECK(max(abs(want - oracle(in.q, in.k, in.v, in.mix, options(c, fm)))).item() > 1e-3);
-    CHECK_GRADCHECK([o](const std::vector<Tensor>& x) { return mhla(x[0], x[1], x[2], x[3], o); },
-                    {in.q, in.k, in.v, in.mix});
+    CHECK(max(abs(want - check::mhla_quadratic(in.q, in.k, in.v, in.mix, options(c, fm)))).item() > 1e-3);
     auto fused = grads([o](auto q, auto k, auto v, auto m) { return mhla(q, k, v, m, o); }, in, 51);
     auto comp = grads([o](auto q, auto k, auto v, auto m) { return mhla_composite(q, k, v, m, o); }, in, 51);
     for (size_t i = 0; i < 4; ++i) CHECK(allclose(fused[i], comp[i], 1e-10, 1e-10));

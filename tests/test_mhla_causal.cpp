@@ -1,10 +1,12 @@
 // Causal MHLA: the fused chunkwise op (hand-written backward), its composite twin, the masked
-// quadratic oracle, and the streaming form must all be one function (spec §3, §5.3).
+// quadratic oracle (check/mhla_reference.h), and the streaming form must all be one function
+// (spec §3, §5.3). Float64 gradchecks: registry cases (check/ops_nn.cpp), run by ctest check_gradcheck.
 #include <cmath>
 
 #include <linea/nn/functional/attention.h>
 
 #include "helpers.h"
+#include "mhla_reference.h"
 
 using namespace linea;
 using namespace linea::nn::functional;
@@ -36,29 +38,6 @@ MHLAOptions causal_opts(int64_t C, FeatureMap fm) {
 }
 
 int64_t chunks(const Case& c) { return (c.N + c.C - 1) / c.C; }
-
-// φ written out independently of the library's helper.
-Tensor phi(const Tensor& x, FeatureMap fm, double eps) {
-  switch (fm) {
-    case FeatureMap::ReluEps: return relu(x) + eps;
-    case FeatureMap::Elu1: return where(gt(x, zeros_like(x)), x + 1.0, exp(minimum(x, zeros_like(x))));
-    case FeatureMap::Relu: return relu(x);
-    case FeatureMap::Identity: return x;
-  }
-  return x;
-}
-
-// The masked quadratic form o_t = s Σ_{u ≤ t} W_{c(t)c(u)} (q̂_t·k̂_u) v_u, with an N×N matrix.
-Tensor oracle(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& o) {
-  const int64_t N = q.size(2);
-  std::vector<int64_t> chunk_of(N);
-  for (int64_t t = 0; t < N; ++t) chunk_of[t] = t / o.block_len;
-  Tensor idx = from_vector(chunk_of);
-  Tensor E = index_select(index_select(mix, 0, idx), 1, idx);  // E[t, u] = W_{c(t) c(u)}
-  const double s = o.scale != 0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-  Tensor scores = tril(matmul(phi(q, o.feature_map, o.eps), phi(k, o.feature_map, o.eps).transpose(-1, -2)) * E) * s;
-  return matmul(scores, v);
-}
 
 // The official causal init W_ij = 1/(i+1) for j ≤ i (spec §2.2), with junk above the diagonal
 // that must be ignored.
@@ -105,7 +84,7 @@ TEST_CASE("causal mhla: fused == composite == masked quadratic oracle (float64)"
     MHLAOptions o = causal_opts(c.C, c.fm);
     Tensor fused = mhla(in.q, in.k, in.v, in.mix, o);
     CHECK(fused.shape() == Shape({c.B, c.H, c.N, c.dv}));
-    CHECK(allclose(fused, oracle(in.q, in.k, in.v, in.mix, o), 1e-12, 1e-12));
+    CHECK(allclose(fused, check::mhla_quadratic(in.q, in.k, in.v, in.mix, o), 1e-12, 1e-12));
     CHECK(allclose(mhla_composite(in.q, in.k, in.v, in.mix, o), fused, 1e-12, 1e-12));
   }
   // An explicit scale replaces d^-1/2.
@@ -113,22 +92,7 @@ TEST_CASE("causal mhla: fused == composite == masked quadratic oracle (float64)"
   Inputs in = make_inputs(c, 7);
   MHLAOptions o = causal_opts(c.C, c.fm);
   o.scale = 0.3;
-  CHECK(allclose(mhla(in.q, in.k, in.v, in.mix, o), oracle(in.q, in.k, in.v, in.mix, o), 1e-12, 1e-12));
-}
-
-TEST_CASE("causal mhla: float64 gradcheck of the fused op wrt q, k, v and mix") {
-  uint64_t seed = 200;
-  for (const Case& c : kCases) {
-    CAPTURE(c.N);
-    CAPTURE(c.C);
-    for (bool contiguous : {false, true}) {
-      Inputs in = make_inputs(c, seed += 10, contiguous);
-      CHECK(in.q.is_contiguous() == contiguous);
-      MHLAOptions o = causal_opts(c.C, c.fm);
-      CHECK_GRADCHECK([&](const std::vector<Tensor>& x) { return mhla(x[0], x[1], x[2], x[3], o); },
-                      {in.q, in.k, in.v, in.mix});
-    }
-  }
+  CHECK(allclose(mhla(in.q, in.k, in.v, in.mix, o), check::mhla_quadratic(in.q, in.k, in.v, in.mix, o), 1e-12, 1e-12));
 }
 
 TEST_CASE("causal mhla: fused backward == composite backward, upper triangle of mix unused") {

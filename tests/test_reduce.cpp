@@ -1,4 +1,5 @@
-// Reductions and softmax: values against plain loops, gradients by gradcheck, stability, errors.
+// Reductions and softmax: values against plain loops, gradients of ties and masks, stability, errors.
+// Their float64 gradchecks are registry cases (check/ops_reduce.cpp), run by ctest check_gradcheck.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -221,44 +222,6 @@ TEST_CASE("softmax is stable for large logits and masked (-inf) entries") {
   CHECK(lm[1] == -kInf);
 }
 
-TEST_CASE("gradcheck: sum, mean, var over dims, keepdim, non-contiguous inputs") {
-  Tensor x = randn64({3, 4, 5}, 7);
-  Tensor xp = randn64({5, 3, 4}, 8, false).permute({1, 2, 0}).detach().requires_grad_();  // non-contiguous leaf
-  CHECK(!xp.is_contiguous());
-  for (const auto& dims : kDimSets) {
-    for (bool keep : {false, true}) {
-      CAPTURE(fmt::format("dims {} keepdim {}", fmt::join(dims, ","), keep));
-      auto fsum = [&](const std::vector<Tensor>& in) { return sum(in[0], dims, keep); };
-      auto fmean = [&](const std::vector<Tensor>& in) { return mean(in[0], dims, keep); };
-      auto fvar = [&](const std::vector<Tensor>& in) { return var(in[0], dims, keep, keep ? 0 : 1); };
-      CHECK_GRADCHECK(fsum, {x});
-      CHECK_GRADCHECK(fmean, {x});
-      CHECK_GRADCHECK(fvar, {x});
-      CHECK_GRADCHECK(fsum, {xp});
-      CHECK_GRADCHECK(fvar, {xp});
-    }
-  }
-  // A view taken inside f (sliced every other column) feeding the reduction.
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return var(in[0].slice(1, 0, 5, 2), {0, 1}); }, {x});
-}
-
-TEST_CASE("gradcheck: max, min, logsumexp over dims") {
-  Tensor x = randn64({3, 4, 5}, 9);
-  Tensor xp = randn64({4, 5, 3}, 10, false).permute({2, 0, 1}).detach().requires_grad_();
-  for (const auto& dims : kDimSets) {
-    for (bool keep : {false, true}) {
-      CAPTURE(fmt::format("dims {} keepdim {}", fmt::join(dims, ","), keep));
-      auto fmax = [&](const std::vector<Tensor>& in) { return max(in[0], dims, keep); };
-      auto fmin = [&](const std::vector<Tensor>& in) { return min(in[0], dims, keep); };
-      auto flse = [&](const std::vector<Tensor>& in) { return logsumexp(in[0], dims, keep); };
-      CHECK_GRADCHECK(fmax, {x});
-      CHECK_GRADCHECK(fmin, {xp});
-      CHECK_GRADCHECK(flse, {x});
-      CHECK_GRADCHECK(flse, {xp});
-    }
-  }
-}
-
 TEST_CASE("max/min gradient is split evenly between tied elements") {
   Tensor x = from_vector<double>({1, 4, 4, 2, 0, 0}, {2, 3}).requires_grad_();
   max(x, {1}).backward(from_vector<double>({1, 1}));
@@ -266,26 +229,6 @@ TEST_CASE("max/min gradient is split evenly between tied elements") {
   x.zero_grad();
   min(x).backward();
   CHECK(x.grad().to_vector() == std::vector<double>{0, 0, 0, 0, 0.5, 0.5});
-}
-
-TEST_CASE("gradcheck: softmax and log_softmax along every dim") {
-  Tensor x = randn64({3, 4, 5}, 11);
-  Tensor xp = randn64({5, 3, 4}, 12, false).permute({1, 2, 0}).detach().requires_grad_();
-  for (int64_t d : {0, 1, 2, -1}) {
-    CAPTURE(d);
-    auto fs = [d](const std::vector<Tensor>& in) { return softmax(in[0], d); };
-    auto fl = [d](const std::vector<Tensor>& in) { return log_softmax(in[0], d); };
-    CHECK_GRADCHECK(fs, {x});
-    CHECK_GRADCHECK(fl, {x});
-    CHECK_GRADCHECK(fs, {xp});
-    CHECK_GRADCHECK(fl, {xp});
-  }
-  // With masked (-inf) logits the gradient of the live entries is still right, and 0 for the rest.
-  // (log_softmax is -inf at masked entries, so only its live columns 0 and 2 are checked.)
-  Tensor mask = from_vector<double>({0, -INFINITY, 0, 0, -INFINITY, 0}, {2, 3});
-  CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return softmax(in[0] + mask, 1); }, {randn64({2, 3}, 13)});
-  CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return log_softmax(in[0] + mask, 1).slice(1, 0, 3, 2); },
-                  {randn64({2, 3}, 14)});
 }
 
 TEST_CASE("reduction errors are clear linea::Errors") {

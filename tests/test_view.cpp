@@ -1,4 +1,5 @@
 // Views and copies: storage sharing, geometry, when reshape/contiguous copy, gradients, errors.
+// Their float64 gradchecks are registry cases (check/ops_shape.cpp), run by ctest check_gradcheck.
 #include "helpers.h"
 
 using namespace linea;
@@ -12,13 +13,6 @@ Tensor iota(Shape shape) {
   std::vector<double> v(static_cast<size_t>(numel(shape)));
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
   return from_vector(v, shape);
-}
-
-// A float64 leaf that is a non-contiguous view: the transpose of a [cols, rows] tensor.
-Tensor transposed_leaf(int64_t rows, int64_t cols, uint64_t seed) {
-  Tensor t = randn64({cols, rows}, seed, false).t().detach();
-  t.requires_grad_();
-  return t;
 }
 
 std::vector<int64_t> sizes_along(const std::vector<Tensor>& parts, int64_t dim) {
@@ -171,46 +165,6 @@ TEST_CASE("to(Device): CUDA without a backend is a clear error") {
     CHECK(x.grad().device() == Device::cpu());
     CHECK(x.grad().to_vector() == std::vector<double>(6, 1.0));
   }
-}
-
-TEST_CASE("gradcheck of every view") {
-  Tensor x = randn64({2, 3, 4}, 10);
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].view({4, -1}); }, {x});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].reshape({6, 4}); }, {x});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].transpose(0, 2).reshape({-1}); }, {x});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].permute({1, 2, 0}); }, {x});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].transpose(-1, 0); }, {x});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].unsqueeze(1).unsqueeze(-1); }, {x});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].narrow(1, 1, 2); }, {x});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].slice(2, -3, 4, 2); }, {x});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].select(1, -1); }, {x});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].flatten(1); }, {x});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].unflatten(2, {2, 2}); }, {x});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].chunk(3, 2)[1]; }, {x});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].split(2, 1)[1]; }, {x});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].clone(); }, {x});
-  // The same tensor used through two overlapping views: both gradients arrive.
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].narrow(2, 0, 3) * in[0].narrow(2, 1, 3); }, {x});
-
-  Tensor col = randn64({3, 1}, 11);
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].expand({2, 3, 4}); }, {col});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].squeeze(); }, {col});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].squeeze(1); }, {col});
-
-  Tensor m = randn64({3, 5}, 12);
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].t(); }, {m});
-
-  // Compositions, and views of a non-contiguous leaf.
-  CHECK_GRADCHECK(
-      [](const std::vector<Tensor>& in) { return in[0].permute({2, 0, 1}).slice(0, 1, 4, 2).reshape({2, -1}); }, {x});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].t().expand({2, 1, 3}).contiguous().view({6}); },
-                  {col});
-  Tensor nc = transposed_leaf(4, 3, 13);  // shape (4, 3), strides (1, 4)
-  CHECK_FALSE(nc.is_contiguous());
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].contiguous(); }, {nc});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].reshape({2, 6}); }, {nc});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].select(0, 2).unsqueeze(0).expand({2, 3}); }, {nc});
-  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].slice(1, 0, 3, 2).flatten(); }, {nc});
 }
 
 TEST_CASE("contiguous() of a contiguous tensor adds no graph node") {

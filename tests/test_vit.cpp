@@ -121,17 +121,32 @@ TEST_CASE("vit: bad flags are clear errors") {
   fails({"--depht", "4"}, "[vit_fmnist] unknown flag '--depht'");
   fails({"--dim"}, "--dim needs a value");
   fails({"dim", "64"}, "expected a --flag, got 'dim'");
-  fails({"--dim", "6x"}, "--dim takes an integer number, got '6x'");
-  fails({"--lr", "fast"}, "--lr takes a number, got 'fast'");
-  fails({"--seed", "-1"}, "--seed takes an integer number, got '-1'");
+  fails({"--dim", "6x"}, "--dim takes an integer, got '6x'");
+  fails({"--lr", "fast"}, "--lr takes a finite number, got 'fast'");
+  fails({"--seed", "-1"}, "--seed takes a non-negative integer, got '-1'");
   fails({"--attn", "flash"}, "--attn must be softmax, linear or mhla");
   fails({"--attn", "all"}, "--attn all only goes with --bench N");
   fails({"--augment", "yes"}, "--augment takes on or off, got 'yes'");
   fails({"--dim", "30"}, "--dim 30 is not a multiple of --heads 4");
   fails({"--patch", "5"}, "--patch 5 does not divide the 32-pixel images");
   fails({"--block", "3"}, "--block 3 does not divide the 8x8 patch grid");
-  fails({"--epochs", "0"}, "--epochs must be > 0, got 0");
+  fails({"--epochs", "0"}, "--epochs must be in (0, 100000], got 0");
   fails({"--label-smoothing", "1"}, "--label-smoothing must be in [0, 1)");
-  fails({"--min-lr", "0.1"}, "--min-lr must be in [0, lr = 0.004]");
+  fails({"--min-lr", "0.1"}, "--min-lr 0.1 is above --lr 0.004");
   fails({"--resume", "a", "--eval", "b"}, "--resume and --eval do not go together");
+  fails({"--weight-decay", "inf"}, "--weight-decay takes a finite number, got 'inf'");
+  fails({"--lr", "nan"}, "--lr takes a finite number, got 'nan'");
+  fails({"--weight-decay", "300"}, "--weight-decay 300 x --lr 0.004 must be < 1");
+  fails({"--warmup", "3000"}, "--warmup 3000 is more than the run's 2814 steps");  // 6 x 469 batches
+}
+
+TEST_CASE("vit: the memory estimate covers at least the weights, their gradients and AdamW's moments") {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {}, {"--attn", "softmax", "--depth", "2"}, {"--dim", "128", "--mlp-ratio", "4"}, {"--patch", "2"}}) {
+    const vit::Config o = vit::parse_config(args);
+    const auto params = static_cast<double>(vit::ViT(o).num_parameters());
+    CAPTURE(vit::config_line(o));
+    CHECK(vit::training_bytes(o) >= 16 * params);
+    CHECK(vit::training_bytes(o) < 16 * params + 4e9);  // and it is not absurd for a small model
+  }
 }

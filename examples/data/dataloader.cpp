@@ -23,6 +23,12 @@ Tensor checked(Tensor x, const Tensor& y, const DataLoaderOptions& opts) {
               x.dtype(), y.dtype());
   LINEA_CHECK(opts.batch_size > 0 && opts.prefetch > 0,
               "[DataLoader] batch_size and prefetch must be positive, got {} and {}", opts.batch_size, opts.prefetch);
+  const int64_t last = opts.drop_last ? 0 : x.size(0) % opts.batch_size;
+  LINEA_CHECK(opts.shards >= 1 && opts.shard >= 0 && opts.shard < opts.shards,
+              "[DataLoader] shard {} of {}: need shards >= 1 and 0 <= shard < shards", opts.shard, opts.shards);
+  LINEA_CHECK(opts.batch_size % opts.shards == 0 && last % opts.shards == 0,
+              "[DataLoader] batches of {} (the last of {} samples: {}) do not split evenly over {} shards; pick a batch "
+              "size that does, or drop_last", opts.batch_size, x.size(0), last == 0 ? opts.batch_size : last, opts.shards);
   return x;
 }
 
@@ -87,7 +93,8 @@ std::optional<Batch> DataLoader::next() {
 Batch DataLoader::make_batch(const Tensor& order, int64_t epoch, int64_t index) const {
   NoGradGuard no_grad;  // batches are data, never part of a graph
   const int64_t begin = index * opts_.batch_size;
-  const Tensor idx = order.narrow(0, begin, std::min(opts_.batch_size, size() - begin));
+  const int64_t global = std::min(opts_.batch_size, size() - begin), rows = global / opts_.shards;
+  const Tensor idx = order.narrow(0, begin + opts_.shard * rows, rows);
   Batch b{index_select(x_, 0, idx), index_select(y_, 0, idx)};
   if (opts_.transform) {
     Generator gen(derive_seed(opts_.seed, epoch, index + 1));  // stream 0 is the epoch's order

@@ -37,6 +37,11 @@ struct DataLoaderOptions {
   // seeded from (seed, epoch, batch). Its exceptions reach the caller of next().
   std::function<Tensor(const Tensor& x, Generator& gen)> transform;
   int64_t prefetch = 2;  // batches made ahead of the consumer
+  // Data-parallel training: process `shard` of `shards` gets rows [shard·b/shards, (shard+1)·b/shards)
+  // of each global batch of b, so N processes together see exactly the batches one process sees.
+  // Every batch (the last one too, unless drop_last) must split evenly. The transform draws from
+  // the global batch's generator for the rows it gets, so augmented rows differ from a one-process run.
+  int64_t shard = 0, shards = 1;
 };
 
 class DataLoader {

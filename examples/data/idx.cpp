@@ -2,9 +2,11 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "data/sampling.h"
 
@@ -12,22 +14,41 @@ namespace linea::data {
 
 namespace {
 
-// The whole file, gunzipped when it is gzip: zlib's gzread passes plain files through as they are.
-std::string read_maybe_gzipped(const std::string& path) {
-  LINEA_CHECK(std::filesystem::is_regular_file(path), "[idx] no such file: {}", path);
-  gzFile f = gzopen(path.c_str(), "rb");
-  LINEA_CHECK(f != nullptr, "[idx] cannot open {}", path);
-  std::string bytes;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) bytes.append(buf, n);
-  // A cut-off stream ends with n == 0 too: only gzerror tells it from a clean end.
-  int err = Z_OK;
-  const std::string msg = gzerror(f, &err);
-  gzclose(f);
-  LINEA_CHECK(n == 0 && err == Z_OK, "[idx] broken gzip data: {}", msg);
-  return bytes;
-}
+// An IDX file opened for reading, gunzipped on the fly when it is gzip (zlib's gzread passes
+// plain files through as they are).
+class IdxStream {
+ public:
+  explicit IdxStream(const std::string& path) : path_(path) {
+    LINEA_CHECK(std::filesystem::exists(path), "[idx] no such file: {}", path);
+    LINEA_CHECK(std::filesystem::is_regular_file(path), "[idx] {} is not a regular file", path);
+    f_ = gzopen(path.c_str(), "rb");
+    LINEA_CHECK(f_ != nullptr, "[idx] cannot open {}", path);
+  }
+  ~IdxStream() { gzclose(f_); }
+  IdxStream(const IdxStream&) = delete;
+  IdxStream& operator=(const IdxStream&) = delete;
+
+  // Up to n bytes into p; fewer only at the end of the data.
+  size_t read(void* p, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+      const int r = gzread(f_, static_cast<char*>(p) + got, static_cast<unsigned>(std::min<size_t>(n - got, 1 << 30)));
+      if (r <= 0) {
+        // A cut-off stream ends with 0 too: only gzerror tells it from a clean end.
+        int err = Z_OK;
+        const char* msg = gzerror(f_, &err);
+        LINEA_CHECK(r == 0 && err == Z_OK, "[idx] {}: broken gzip data: {}", path_, msg);
+        break;
+      }
+      got += static_cast<size_t>(r);
+    }
+    return got;
+  }
+
+ private:
+  std::string path_;
+  gzFile f_ = nullptr;
+};
 
 uint32_t big_endian_u32(const unsigned char* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
@@ -36,28 +57,38 @@ uint32_t big_endian_u32(const unsigned char* p) {
 }  // namespace
 
 Tensor read_idx(const std::string& path) {
-  const std::string bytes = read_maybe_gzipped(path);
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  LINEA_CHECK(bytes.size() >= 4 && p[0] == 0 && p[1] == 0,
-              "[idx] {}: not an IDX file (bad magic number; {} bytes)", path, bytes.size());
-  LINEA_CHECK(p[2] == 0x08, "[idx] {}: element type 0x{:02x} is not supported (only 0x08, unsigned byte)", path, p[2]);
-  const int ndim = p[3];
+  IdxStream in(path);
+  unsigned char head[4 + 4 * 255];
+  const size_t got = in.read(head, 4);
+  LINEA_CHECK(got == 4 && head[0] == 0 && head[1] == 0, "[idx] {}: not an IDX file (bad magic number)", path);
+  LINEA_CHECK(head[2] == 0x08, "[idx] {}: element type 0x{:02x} is not supported (only 0x08, unsigned byte)", path,
+              head[2]);
+  const int ndim = head[3];
   LINEA_CHECK(ndim >= 1, "[idx] {}: header declares 0 dims", path);
   const size_t header = 4 + 4 * static_cast<size_t>(ndim);
-  LINEA_CHECK(bytes.size() >= header, "[idx] {}: truncated header ({} dims need {} bytes, file has {})", path, ndim,
-              header, bytes.size());
+  const size_t dims_got = in.read(head + 4, header - 4);
+  LINEA_CHECK(dims_got == header - 4, "[idx] {}: truncated header ({} dims need {} bytes, file has {})", path, ndim,
+              header, 4 + dims_got);
   Shape shape(ndim);
-  double need = 1;  // a double cannot overflow on absurd dims, and is exact for any real size
-  for (int d = 0; d < ndim; ++d) {
-    shape[d] = big_endian_u32(p + 4 + 4 * d);
-    need *= shape[d];
+  for (int d = 0; d < ndim; ++d) shape[d] = big_endian_u32(head + 4 + 4 * d);
+  const std::optional<int64_t> need = checked_nbytes(shape, 1);
+  LINEA_CHECK(need.has_value(), "[idx] {}: dims {} are impossibly large", path, shape_str(shape));
+
+  // Inflate no more than the header declares, into a buffer that grows only as data arrives: the
+  // memory used is bounded by both the declared size and what the file really holds (a gzip
+  // bomb stops at the first byte past its dims; a header claiming terabytes fails at its end).
+  std::vector<unsigned char> data;
+  for (size_t have = 0; have < static_cast<size_t>(*need);) {
+    data.resize(std::min<size_t>(*need, std::max<size_t>(2 * data.size(), 1 << 16)));
+    have += in.read(data.data() + have, data.size() - have);
+    LINEA_CHECK(have == data.size(), "[idx] {}: dims {} need {} data bytes, file has {} (truncated)", path,
+                shape_str(shape), *need, have);
   }
-  const size_t have = bytes.size() - header;
-  LINEA_CHECK(need == static_cast<double>(have), "[idx] {}: dims {} need {} data bytes, file has {}{}", path,
-              shape_str(shape), need, have, need > static_cast<double>(have) ? " (truncated)" : "");
-  const int64_t n = static_cast<int64_t>(have);
+  unsigned char extra;
+  LINEA_CHECK(in.read(&extra, 1) == 0, "[idx] {}: more data than the {} bytes its dims {} declare", path, *need,
+              shape_str(shape));
   Tensor t = empty(shape, DType::UInt8);
-  std::memcpy(t.data<uint8_t>(), p + header, n);
+  if (*need > 0) std::memcpy(t.data<uint8_t>(), data.data(), data.size());
   return t;
 }
 

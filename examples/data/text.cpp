@@ -11,7 +11,16 @@ namespace linea::data {
 
 namespace {
 constexpr std::string_view kVocabFormat = "linea-char-vocab";
+// Our writer's file is under 2 KB; anything far larger is not a vocabulary.
+constexpr std::uintmax_t kMaxVocabFile = 1 << 20;
+
+// A directory, FIFO or device (say /dev/zero) would read as empty or never end.
+void check_regular_file(std::string_view who, const std::string& path) {
+  std::error_code ec;
+  LINEA_CHECK(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec),
+              "[{}] {} is not a regular file", who, path);
 }
+}  // namespace
 
 Vocab::Vocab(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {
   id_.fill(-1);
@@ -28,15 +37,18 @@ Vocab Vocab::from_text(std::string_view text) {
 }
 
 void Vocab::save(const std::string& path) const {
-  std::ofstream f(path);
-  LINEA_CHECK(f.good(), "[Vocab] cannot write {}", path);
-  f << fmt::format("{{\"format\": \"{}\", \"bytes\": [{}]}}\n", kVocabFormat, fmt::join(bytes_, ", "));
-  LINEA_CHECK(f.good(), "[Vocab] write to {} failed", path);
+  const std::string text =
+      fmt::format("{{\"format\": \"{}\", \"bytes\": [{}]}}\n", kVocabFormat, fmt::join(bytes_, ", "));
+  write_file_atomically(path, {text}, "Vocab");  // never a half-written vocabulary beside a checkpoint
 }
 
 Vocab Vocab::load(const std::string& path) {
+  check_regular_file("Vocab", path);
   std::ifstream f(path);
   LINEA_CHECK(f.good(), "[Vocab] cannot open {}", path);
+  std::error_code ec;
+  LINEA_CHECK(std::filesystem::file_size(path, ec) <= kMaxVocabFile, "[Vocab] {} is too large for a vocabulary file",
+              path);
   const std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   // Only our own writer's layout is accepted: the format tag, then the "bytes" list of integers.
   const size_t key = s.find("\"bytes\"");
@@ -94,6 +106,7 @@ CharCorpus::CharCorpus(std::string_view text, Vocab vocab) : vocab_(std::move(vo
 CharCorpus CharCorpus::from_file(const std::string& path) { return from_file(path, Vocab()); }
 
 CharCorpus CharCorpus::from_file(const std::string& path, Vocab vocab) {
+  check_regular_file("CharCorpus", path);
   std::ifstream f(path, std::ios::binary);
   LINEA_CHECK(f.good(), "[CharCorpus] cannot open {}{}", path,
               path == default_corpus_path()

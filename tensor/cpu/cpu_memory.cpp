@@ -22,6 +22,7 @@ CpuBackend& instance() {
 
 std::shared_ptr<Storage> CpuBackend::allocate(std::size_t nbytes) {
   // 64-byte alignment: full cache lines and aligned SIMD loads for BLAS and our loops.
+  LINEA_CHECK(nbytes <= PTRDIFF_MAX, "[allocate] {} bytes is more than any host can address", nbytes);
   std::size_t padded = (nbytes + 63) / 64 * 64;
   void* p = padded ? std::aligned_alloc(64, padded) : nullptr;
   LINEA_CHECK(p != nullptr || padded == 0, "[allocate] out of host memory allocating {} bytes", nbytes);

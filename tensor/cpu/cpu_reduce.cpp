@@ -221,7 +221,9 @@ double lane_sum(const T* p, int64_t n) {
 void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
   kernel_checks::softmax(x, out);
   if (x.numel() == 0) return;
-  const auto [rows, n] = kernel_checks::last_dim_rows(x);
+  // Not a structured binding: clang 14 cannot capture one in a lambda or an OpenMP region.
+  const auto rows_cols = kernel_checks::last_dim_rows(x);
+  const int64_t rows = rows_cols.first, n = rows_cols.second;
   dispatch_floating(x.dtype(), "softmax", [&]<class T>() {
     const T* xp = x.data<T>();
     T* yp = out.data<T>();
@@ -253,7 +255,9 @@ void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
 void CpuBackend::softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, bool log) {
   kernel_checks::softmax_backward(y, dy, dx);
   if (y.numel() == 0) return;
-  const auto [rows, n] = kernel_checks::last_dim_rows(y);
+  // Not a structured binding: clang 14 cannot capture one in a lambda or an OpenMP region.
+  const auto rows_cols = kernel_checks::last_dim_rows(y);
+  const int64_t rows = rows_cols.first, n = rows_cols.second;
   dispatch_floating(y.dtype(), "softmax_backward", [&]<class T>() {
     const T *yp = y.data<T>(), *gp = dy.data<T>();
     T* dp = dx.data<T>();

@@ -1,0 +1,145 @@
+// Registry cases: matmul (every operand rank, batch broadcasting, transposed operands), the norms,
+// the losses, and the attention functions: softmax, linear (every feature map, causal or not) and
+// MHLA in its fused and composite forms (padded last blocks, M = 1, d != dv, causal).
+#include "mhla_reference.h"
+#include "ops_util.h"
+
+namespace linea::check {
+
+namespace {
+namespace F = nn::functional;
+using V = const std::vector<Tensor>&;
+
+const auto map_name = feature_map_name;
+constexpr F::FeatureMap kMaps[] = {F::FeatureMap::ReluEps, F::FeatureMap::Elu1, F::FeatureMap::Relu,
+                                   F::FeatureMap::Identity};
+
+// Under the identity feature map q and k are made positive, so that normalisers stay away from 0.
+Tensor feature_input(const Tensor& x, F::FeatureMap fm) { return fm == F::FeatureMap::Identity ? pos(x) : x; }
+
+// MHLA cases: [B, H, N, d] / dv, block length L; non-causal mix in (0, 1) (a positive normaliser).
+struct MhlaShape {
+  int64_t B, H, N, L, d, dv;
+};
+std::string mhla_tag(const MhlaShape& s, F::FeatureMap fm) {
+  return fmt::format("N={} L={} d={} dv={} {}", s.N, s.L, s.d, s.dv, map_name(fm));
+}
+void add_mhla(std::vector<OpCase>& c, const std::string& form, const MhlaShape& s, F::FeatureMap fm, bool causal,
+              bool views) {
+  const int64_t M = (s.N + s.L - 1) / s.L;
+  const F::MHLAOptions o{.causal = causal, .block_len = s.L, .feature_map = fm};
+  auto in = [views](Shape sh) { return views ? strided(std::move(sh)) : Input(std::move(sh), Layout::Contiguous, true); };
+  const std::vector<Input> inputs = {in({s.B, s.H, s.N, s.d}), in({s.B, s.H, s.N, s.d}), in({s.B, s.H, s.N, s.dv}),
+                                     views ? transposed({M, M}) : Input{M, M}};
+  const bool fused = form == "mhla";
+  OpFn f = [o, fused, causal](V x) {
+    const Tensor q = feature_input(x[0], o.feature_map), k = feature_input(x[1], o.feature_map);
+    const Tensor mix = causal ? x[3] : sigmoid(x[3]);
+    return fused ? F::mhla(q, k, x[2], mix, o) : F::mhla_composite(q, k, x[2], mix, o);
+  };
+  c.push_back({fmt::format("{}{} {}{}", form, causal ? " causal" : "", mhla_tag(s, fm), views ? ", strided" : ""),
+               inputs, f, Tol::Reduction});
+}
+}  // namespace
+
+std::vector<OpCase> nn_cases() {
+  const Tol R = Tol::Reduction;
+  std::vector<OpCase> c = {
+      // ---- matmul
+      {"matmul 2-d", {{3, 4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }, R},
+      {"matmul vector @ matrix", {{4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }, R},
+      {"matmul matrix @ vector", {{3, 4}, {4}}, [](V x) { return matmul(x[0], x[1]); }, R},
+      {"matmul dot", {{6}, {6}}, [](V x) { return matmul(x[0], x[1]); }, R},
+      {"matmul batched", {{2, 3, 4}, {2, 4, 5}}, [](V x) { return matmul(x[0], x[1]); }, R},
+      {"matmul broadcast batch", {{2, 1, 3, 4}, {3, 4, 5}}, [](V x) { return matmul(x[0], x[1]); }, R},
+      {"matmul a transposed", {{4, 3}, {4, 5}}, [](V x) { return matmul(x[0].t(), x[1]); }, R},
+      {"matmul b transposed", {{3, 4}, {5, 4}}, [](V x) { return matmul(x[0], x[1].t()); }, R},
+      {"matmul of transposed leaves", {transposed({3, 4}), transposed({4, 5})},
+       [](V x) { return matmul(x[0], x[1]); }, R},
+      {"matmul batched both transposed", {{2, 4, 3}, {2, 5, 4}},
+       [](V x) { return matmul(x[0].transpose(1, 2), x[1].transpose(-1, -2)); }, R},
+      {"matmul non-contiguous rows", {{3, 8}, {4, 5}}, [](V x) { return matmul(x[0].slice(1, 0, 8, 2), x[1]); }, R},
+      {"matmul larger", {{33, 40}, {40, 36}}, [](V x) { return matmul(x[0], x[1]); }, R},
+      // ---- norms
+      {"layer_norm affine", {{3, 4, 8}, {8}, {8}}, [](V x) { return layer_norm(x[0], x[1], x[2]); }, R},
+      {"layer_norm affine, transposed x", {transposed({4, 6}), {6}, {6}},
+       [](V x) { return layer_norm(x[0], x[1], x[2]); }, R},
+      {"layer_norm plain", {{5, 6}}, [](V x) { return layer_norm(x[0]); }, R},
+      {"layer_norm bias only", {{5, 6}, {6}}, [](V x) { return layer_norm(x[0], Tensor(), x[1]); }, R},
+      {"layer_norm long rows", {{3, 1000}, {1000}, {1000}}, [](V x) { return layer_norm(x[0], x[1], x[2]); }, R},
+      {"rms_norm weight", {{3, 4, 8}, {8}}, [](V x) { return rms_norm(x[0], x[1]); }, R},
+      {"rms_norm weight, transposed x", {transposed({4, 6}), {6}}, [](V x) { return rms_norm(x[0], x[1]); }, R},
+      {"rms_norm plain, long rows", {{2, 1500}}, [](V x) { return rms_norm(x[0]); }, R},
+      // ---- losses
+      {"cross_entropy", {{6, 5}}, [](V x) { return nn::cross_entropy(x[0], index(x[0], {0, 4, 2, 2, 1, 3}, {6})); }, R},
+      {"cross_entropy smoothed, ignore_index", {{2, 3, 5}},
+       [](V x) {
+         return nn::cross_entropy(x[0], index(x[0], {1, -100, 4, 0, 0, 3}, {2, 3}), {.label_smoothing = 0.1});
+       }, R},
+      {"cross_entropy smoothed, transposed logits", {transposed({4, 6})},
+       [](V x) { return nn::cross_entropy(x[0], index(x[0], {5, -100, 0, 3}, {4}), {.label_smoothing = 0.1}); }, R},
+      // ---- attention
+      {"softmax_attention", {{1, 2, 6, 4}, {1, 2, 6, 4}, {1, 2, 6, 3}},
+       [](V x) { return F::softmax_attention(x[0], x[1], x[2]); }, R},
+      {"softmax_attention causal", {{2, 1, 7, 4}, {2, 1, 7, 4}, {2, 1, 7, 4}},
+       [](V x) { return F::softmax_attention(x[0], x[1], x[2], {.causal = true}); }, R},
+  };
+  // Cross-entropy and MSE under every reduction; cross-entropy with and without smoothing.
+  const std::pair<const char*, nn::Reduction> reductions[] = {
+      {"mean", nn::Reduction::Mean}, {"sum", nn::Reduction::Sum}, {"none", nn::Reduction::None}};
+  for (const auto& [rname, red] : reductions) {
+    for (double eps : {0.0, 0.2})
+      c.push_back({fmt::format("cross_entropy reduction {}, smoothing {}", rname, eps), {{4, 6}},
+                   [red, eps](V x) {
+                     return nn::cross_entropy(x[0], index(x[0], {5, -100, 0, 3}, {4}),
+                                              {.label_smoothing = eps, .reduction = red});
+                   }, R});
+    c.push_back({fmt::format("mse_loss reduction {}", rname), {{3, 4}, {3, 4}},
+                 [red](V x) { return nn::mse_loss(x[0], x[1], red); }, R});
+  }
+  // Softmax attention over two key tiles (N > 128 keys), on strided views.
+  for (bool causal : {false, true})
+    c.push_back({fmt::format("softmax_attention{} two key tiles, strided", causal ? " causal" : ""),
+                 {strided({1, 1, 131, 2}), strided({1, 1, 131, 2}), strided({1, 1, 131, 2})},
+                 [causal](V x) { return F::softmax_attention(x[0], x[1], x[2], {.causal = causal}); }, R});
+  // Linear attention: every feature map, causal (a full chunk of 64 and a padded one) or not.
+  for (F::FeatureMap fm : kMaps)
+    for (bool causal : {false, true}) {
+      const int64_t N = causal ? 70 : 10;
+      const F::LinearAttentionOptions o{causal, fm, 1e-6};
+      c.push_back({fmt::format("linear_attention{} N={} {}, strided", causal ? " causal" : "", N, map_name(fm)),
+                   {strided({1, 1, N, 3}), strided({1, 1, N, 3}), strided({1, 1, N, 2})},
+                   [o](V x) {
+                     return F::linear_attention(feature_input(x[0], o.feature_map), feature_input(x[1], o.feature_map),
+                                                x[2], o);
+                   }, R});
+    }
+  // MHLA, fused (hand-written backward) and composite (autograd): equal blocks, a padded last
+  // block, M = 1, d != dv, every feature map; the fused form on strided views too.
+  const MhlaShape shapes[] = {{1, 2, 8, 4, 2, 3}, {2, 1, 7, 3, 2, 2}, {1, 1, 5, 5, 2, 2}};
+  for (const MhlaShape& s : shapes)
+    for (F::FeatureMap fm : kMaps) {
+      add_mhla(c, "mhla", s, fm, false, false);
+      add_mhla(c, "mhla", s, fm, true, false);
+    }
+  const MhlaShape wide = {1, 2, 10, 3, 3, 4};  // M = 4, a last block of 1
+  for (F::FeatureMap fm : kMaps) {
+    add_mhla(c, "mhla", wide, fm, false, true);
+    add_mhla(c, "mhla", wide, fm, true, true);
+    add_mhla(c, "mhla_composite", wide, fm, false, false);
+    add_mhla(c, "mhla_composite", wide, fm, true, false);
+  }
+  // The official vision code's normaliser (equal blocks only). q is made positive: a query whose
+  // φ(q) is all eps has a normaliser near eps, outputs near 1/eps, and central differences of
+  // such a loss lose their digits to rounding.
+  for (F::FeatureMap fm : {F::FeatureMap::ReluEps, F::FeatureMap::Elu1})
+    c.push_back({fmt::format("mhla official normaliser N=9 L=3 d=2 dv=3 {}", map_name(fm)),
+                 {{2, 2, 9, 2}, {2, 2, 9, 2}, {2, 2, 9, 3}, {3, 3}},
+                 [fm](V x) {
+                   const F::MHLAOptions o{.block_len = 3, .feature_map = fm, .official_normalizer = true};
+                   return F::mhla(pos(x[0]), x[1], x[2], sigmoid(x[3]), o);
+                 }, R});
+  return c;
+}
+
+}  // namespace linea::check

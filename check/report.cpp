@@ -1,0 +1,61 @@
+#include "report.h"
+
+#include <cmath>
+
+namespace linea::check {
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::Pass: return "pass";
+    case Status::Fail: return "FAIL";
+    case Status::Error: return "ERROR";
+  }
+  return "?";
+}
+
+std::string format_result(const Result& r, const std::string& got_label, const std::string& want_label) {
+  const Worst& w = r.worst;
+  std::string worst = "(no elements)";
+  if (!w.what.empty())
+    worst = fmt::format("{} [{}]: {} {:.9g} {} {:.9g}, abs {:.2e} rel {:.2e}", w.what, fmt::join(w.index, ", "),
+                        got_label, w.got, want_label, w.want, w.abs_error, w.rel_error);
+  std::string line = fmt::format("{:<5} {:<52} {:<7} {:<6}  {}  {:.1f} ms", status_name(r.status), r.name, r.dtype,
+                                 r.device, worst, r.seconds * 1e3);
+  if (!r.message.empty()) line += "\n      " + r.message;
+  return line;
+}
+
+namespace {
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\', out += static_cast<char>(ch);
+    else if (ch == '\n') out += "\\n";
+    else if (ch < 0x20) out += fmt::format("\\u{:04x}", ch);
+    else out += static_cast<char>(ch);
+  }
+  return out + "\"";
+}
+// JSON has no inf / nan: those become null.
+std::string number(double x) { return std::isfinite(x) ? fmt::format("{:.17g}", x) : "null"; }
+}  // namespace
+
+std::string results_json(const std::string& command, const std::vector<Result>& results) {
+  std::string out = fmt::format("{{\"command\": {}, \"results\": [", quoted(command));
+  int passed = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    const Worst& w = r.worst;
+    passed += r.status == Status::Pass;
+    out += fmt::format(
+        "{}\n  {{\"name\": {}, \"device\": {}, \"dtype\": {}, \"status\": {}, \"seconds\": {}, \"message\": {}, "
+        "\"worst\": {{\"what\": {}, \"index\": [{}], \"got\": {}, \"want\": {}, \"abs_error\": {}, \"rel_error\": {}}}}}",
+        i ? "," : "", quoted(r.name), quoted(r.device), quoted(r.dtype), quoted(status_name(r.status)),
+        number(r.seconds), quoted(r.message), quoted(w.what), fmt::join(w.index, ", "), number(w.got), number(w.want),
+        number(w.abs_error), number(w.rel_error));
+  }
+  out += fmt::format("\n], \"passed\": {}, \"failed\": {}}}\n", passed, static_cast<int>(results.size()) - passed);
+  return out;
+}
+
+}  // namespace linea::check

@@ -1,0 +1,113 @@
+#include "run.h"
+
+#include <chrono>
+#include <cmath>
+
+namespace linea::check {
+
+namespace {
+std::vector<int64_t> multi_index(int64_t e, const Shape& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = e % shape[d];
+    e /= shape[d];
+  }
+  return idx;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Runs body, timing it and turning a linea::Error into Status::Error.
+template <class Body>
+Result timed(Result r, Body body) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    body(r);
+  } catch (const Error& e) {
+    r.status = Status::Error;
+    r.message = e.what();
+  }
+  r.seconds = seconds_since(t0);
+  return r;
+}
+}  // namespace
+
+bool fold_worst(Worst& w, const std::string& what, const Tensor& got, const Tensor& want, double atol, double rtol) {
+  if (got.shape() != want.shape() || got.dtype() != want.dtype()) {
+    w = {what + fmt::format(": {} {} vs {} {}", shape_str(got.shape()), got.dtype(), shape_str(want.shape()),
+                            want.dtype()), {}, 0, 0, INFINITY, INFINITY, INFINITY};
+    return false;
+  }
+  const std::vector<double> g = got.to(Device::cpu()).to_vector(), r = want.to(Device::cpu()).to_vector();
+  bool ok = true;
+  for (size_t e = 0; e < g.size(); ++e) {
+    const double err = std::abs(g[e] - r[e]);
+    // Equal infinities (a masked -inf logit) match; NaN anywhere else is the worst possible.
+    const double ratio = g[e] == r[e] ? 0 : std::isnan(err) ? INFINITY : err / (atol + rtol * std::abs(r[e]));
+    ok = ok && ratio <= 1;
+    if (w.what.empty() || ratio > w.ratio)
+      w = {what, multi_index(static_cast<int64_t>(e), got.shape()), g[e], r[e], g[e] == r[e] ? 0 : err,
+           g[e] == r[e] ? 0 : err / std::abs(r[e]), ratio};
+  }
+  return ok;
+}
+
+Result gradcheck_case(const OpCase& c, Device device, uint64_t seed) {
+  return timed(Result(c.name, device, "float64"), [&](Result& r) {
+    LINEA_CHECK(c.differentiable, "[linea-check] {} has no gradient to check", c.name);
+    const std::vector<Tensor> xs = make_inputs(c, DType::Float64, device, seed, true);
+    const GradcheckResult g = gradcheck(c.f, xs, {.atol = c.gc_atol, .rtol = c.gc_rtol});
+    const GradcheckWorst& w = g.worst;
+    r.worst = {fmt::format("input {}", w.input), w.index, w.analytic, w.numeric, w.abs_error, w.rel_error, w.ratio};
+    if (!g.ok) {
+      r.status = Status::Fail;
+      r.message = g.message;
+    }
+  });
+}
+
+namespace {
+struct Run {
+  Tensor y;
+  std::vector<Tensor> grads;  // undefined where no gradient reached an input
+};
+
+Run run_on(const OpCase& c, DType dtype, Device device, uint64_t seed) {
+  std::vector<Tensor> xs = make_inputs(c, dtype, device, seed, true);
+  Run run{c.f(xs), {}};
+  if (!c.differentiable) return run;
+  Generator gen(seed + 1);  // the weighting u, made on the CPU so both devices use the same one
+  const Tensor u = randn(run.y.shape(), gen, run.y.dtype()).to(device);
+  sum(u * run.y).backward();
+  for (const Tensor& x : xs) run.grads.push_back(x.grad());
+  return run;
+}
+}  // namespace
+
+Result compare_case(const OpCase& c, Device device, DType dtype, uint64_t seed) {
+  return timed(Result(c.name, device, fmt::format("{}", dtype)), [&](Result& r) {
+    const Run cpu = run_on(c, dtype, Device::cpu(), seed), dev = run_on(c, dtype, device, seed);
+    LINEA_CHECK(dev.y.device() == device, "[linea-check] {}: the output is on {}, not {}", c.name, dev.y.device(),
+                device);
+    bool ok = fold_worst(r.worst, "output", dev.y, cpu.y, compare_atol(c.tol, dtype), compare_rtol(c.tol, dtype));
+    // Gradients pass through a backward (often a reduction): they get the reduction tolerance.
+    for (size_t i = 0; i < cpu.grads.size(); ++i) {
+      const std::string what = fmt::format("grad of input {}", i);
+      if (cpu.grads[i].defined() != dev.grads[i].defined()) {
+        r.message = fmt::format("{}: defined on {} only", what, cpu.grads[i].defined() ? "cpu" : device.str());
+        ok = false;
+      } else if (cpu.grads[i].defined()) {
+        ok = fold_worst(r.worst, what, dev.grads[i], cpu.grads[i], compare_atol(Tol::Reduction, dtype),
+                        compare_rtol(Tol::Reduction, dtype)) && ok;
+      }
+    }
+    if (!ok) {
+      r.status = Status::Fail;
+      if (r.message.empty()) r.message = fmt::format("{} out of tolerance", r.worst.what);
+    }
+  });
+}
+
+}  // namespace linea::check

@@ -1,0 +1,60 @@
+// A training run's directory (--out) and the files in it: config.txt, vocab.json, metrics.csv,
+// checkpoint.safetensors. Two runs never mix their files: a new run refuses a directory that holds
+// anything unless told to replace the old run (--overwrite on), and writes nothing before it is
+// known to start. Every file is written atomically (write_file_atomically) and every write is
+// checked, so a full disk is an error, not an empty file.
+//
+//   const RunStart start = run_start(out, o.resume, o.overwrite);
+//   check_run_dir("char_lm", out, start);              // first: refuse before loading anything
+//   ... load the data, build the model, load the checkpoint ...
+//   open_run_dir("char_lm", out, start, run_files);    // then create it and clear what is stale
+//   write_run_file("char_lm", out + "/config.txt", line);
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace linea::data {
+
+enum class RunStart {
+  Fresh,      // a new run: the directory must be empty or not exist
+  Resume,     // continuing the run whose checkpoint is in this directory
+  Overwrite,  // a new run replacing the one in this directory (its run files are removed)
+};
+
+// Resume when `resume` (a checkpoint, or "") lies in `dir`, else Overwrite or Fresh.
+RunStart run_start(const std::string& dir, const std::string& resume, bool overwrite);
+
+// Refuses a `dir` that is not a directory, and for a Fresh start one that holds anything.
+// Changes nothing. Errors start with "[program]".
+void check_run_dir(const std::string& program, const std::string& dir, RunStart start);
+
+// Once the run is known to start: creates `dir`, removes `run_files` (names inside it) for an
+// Overwrite, and the temp files of writers that were killed mid-save (kill -9) for any start.
+void open_run_dir(const std::string& program, const std::string& dir, RunStart start,
+                  const std::vector<std::string>& run_files);
+
+// `text` to `path`, atomically; errors start with "[program]".
+void write_run_file(const std::string& program, const std::string& path, const std::string& text);
+
+// metrics.csv: a header line, then one row per evaluation appended (and flushed) as it happens.
+class MetricsCsv {
+ public:
+  // A fresh run writes the header alone. A resumed one keeps the header and the rows whose
+  // `step_column` is at most `step` (the checkpoint's step: later rows were written after the
+  // checkpoint, and the resumed run writes them again), and starts a missing file with the header.
+  MetricsCsv(std::string program, std::string path, const std::string& header, bool resume,
+             const std::string& step_column, int64_t step);
+  ~MetricsCsv();
+  MetricsCsv(const MetricsCsv&) = delete;
+  MetricsCsv& operator=(const MetricsCsv&) = delete;
+
+  void append(const std::string& row);  // one line, without the newline; throws when the write fails
+
+ private:
+  std::string program_, path_;
+  std::FILE* f_ = nullptr;
+};
+
+}  // namespace linea::data

@@ -1,0 +1,21 @@
+# ctest dist_rank_dies: a job whose rank 1 exits (or hangs) must end on its own, with a non-zero
+# status and a message that says what happened, well within the limit below (not hang).
+foreach(mode exit hang)
+  string(TIMESTAMP t0 "%s")
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env LINEA_DIST_TIMEOUT=5 ${MPIRUN} ${DIE} ${mode}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+  string(TIMESTAMP t1 "%s")
+  math(EXPR secs "${t1} - ${t0}")
+  message(STATUS "mode ${mode}: exit status '${rc}' after ${secs} s\n${out}${err}")
+  if(rc STREQUAL "0" OR rc MATCHES "timeout")
+    message(FATAL_ERROR "mode ${mode}: the job did not end with an error (status '${rc}')")
+  endif()
+  if(mode STREQUAL "exit")
+    set(expected "exited|non-zero status|terminated")
+  else()
+    set(expected "all_reduce waited [0-9]+ s for the other ranks")
+  endif()
+  if(NOT "${out}${err}" MATCHES "${expected}")
+    message(FATAL_ERROR "mode ${mode}: no clear message (expected /${expected}/)")
+  endif()
+endforeach()
