@@ -5,6 +5,8 @@
 #   make lm      char-level GPT with causal MHLA on the King James Bible (prepared once), then a sample
 #   make mqar    associative recall (Zoology's MQAR): softmax vs linear vs MHLA at 4, 8, 16 key-value pairs
 #   make bench   the kernel benchmarks (bench/) and the examples' training-step benchmarks
+#   make lab     attention_lab: rank and entropy of softmax / linear / MHLA maps, heatmaps and plots
+#                in runs/lab/ (docs/attention.md), on make train's and make lm's checkpoints if present
 #   make build   setup + configure + build everything;  make clean  removes the build dir
 #   make train-dist NP=2   make train's ViT, data-parallel over NP processes (mpirun, THREADS each)
 #   make sanitize  the whole test suite built with ASan + UBSan (g++, CUDA off) in build-sanitize/;
@@ -67,6 +69,17 @@ bench:
 	$(BUILD_DIR)/bench/bench_attention
 	$(BUILD_DIR)/examples/vit_fmnist --bench 20 --attn all
 	$(BUILD_DIR)/examples/char_lm --bench 20 --attn all
+
+# attention_lab reads runs/vit_fmnist_mhla and runs/char_lm_mhla (make train, make lm) when they
+# exist; otherwise it trains each briefly itself (1 epoch, 300 steps) into runs/lab/ and says so.
+# LAB_ARGS adds flags: make lab LAB_ARGS="--vit PATH --lm PATH" (attention_lab --help lists them).
+.PHONY: lab
+lab:
+	$(CONFIGURE)
+	scripts/prepare_data.sh fmnist
+	scripts/prepare_data.sh kjv
+	cmake --build $(BUILD_DIR) -j$(JOBS) --target attention_lab vit_fmnist char_lm
+	$(BUILD_DIR)/examples/attention_lab $(LAB_ARGS)
 
 # Data-parallel make train: NP processes (default 2) of THREADS OpenMP threads (default 1), each
 # training on its NP-th of every batch; rank 0 prints and writes runs/vit_fmnist_mhla. The

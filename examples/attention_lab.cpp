@@ -342,13 +342,13 @@ int run(const Config& o, const std::string& self_dir) {
   const int threads = omp_get_max_threads();
   const std::string vit_ckpt = find_or_train(
       o.vit, "runs/vit_fmnist_mhla/checkpoint.safetensors", o.out + "/vit_fmnist_mhla",
-      fmt::format("nice -n 10 {}/vit_fmnist --attn mhla --epochs 1 --holdout 50000 --threads {} --out {}/vit_fmnist_mhla",
+      fmt::format("nice -n 10 {}/vit_fmnist --attn mhla --epochs 1 --threads {} --overwrite on --out {}/vit_fmnist_mhla",
                   bin, threads, o.out),
-      "ViT-FMNIST (10k training images, 1 epoch)");
+      "ViT-FMNIST (1 epoch)");
   const std::string lm_ckpt = find_or_train(
       o.lm, "runs/char_lm_mhla/checkpoint.safetensors", o.out + "/char_lm_mhla",
       fmt::format("nice -n 10 {}/char_lm --attn mhla --steps 300 --eval-interval 300 --eval-batches 20 --threads {} "
-                  "--out {}/char_lm_mhla{}",
+                  "--overwrite on --out {}/char_lm_mhla{}",
                   bin, threads, o.out, o.text.empty() ? "" : " --data " + o.text),
       "char-GPT (300 steps)");
 

@@ -32,6 +32,7 @@
 #include <linea/linea.h>
 
 #include "data/memory_budget.h"
+#include "data/plot.h"
 #include "data/progress.h"
 #include "data/run_files.h"
 #include "data/sampling.h"
@@ -385,6 +386,7 @@ int run_train(const Config& o, Device dev) {
   fmt::print("char_lm {}: val loss {:.4f} nats ({:.3f} bpc), train {:.4f}, after {} steps, {} of training ({:.1f} ms/step); {}\n",
              o.attn, val, bits(val), train, trainer.step(), data::format_duration(seconds),
              1e3 * seconds / double(std::max<int64_t>(trainer.step(), 1)), out);
+  fmt::print("plot the loss curves: {}\n", plot::plot_metrics_command(out));
   if (o.sample > 0 && dist::is_main()) {
     nn::to(*model, Device::cpu());  // generation goes token by token: the CPU's job
     fmt::print("---- sample ----\n{}\n", sample_text(*model, corpus.vocab(), o));

@@ -30,6 +30,7 @@
 #include "data/dataloader.h"
 #include "data/idx.h"
 #include "data/memory_budget.h"
+#include "data/plot.h"
 #include "data/progress.h"
 #include "data/run_files.h"
 #include "flags.h"
@@ -229,6 +230,7 @@ int run_train(const Config& o, Device dev) {
   if (test_acc == 0) test_acc = evaluate().accuracy;  // resumed a finished run
   fmt::print("vit_fmnist {}: {} accuracy {:.2f}% after {} epochs ({} steps), {} of training; {}\n", o.attn,
              split, 100 * test_acc, o.epochs, trainer.step(), data::format_duration(seconds), out);
+  fmt::print("plot the loss and accuracy curves: {}\n", plot::plot_metrics_command(out));
   return 0;
 }
 

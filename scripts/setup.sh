@@ -7,6 +7,8 @@ tools=(cmake g++ make)
 packages=(libopenblas-dev libopenblas0-openmp doctest-dev libfmt-dev zlib1g-dev)
 # dist/ (data-parallel training under mpirun): Open MPI's headers and library, and mpirun itself.
 packages+=(libopenmpi-dev openmpi-bin)
+# examples/data/plot.h (attention_lab, plot_metrics): libpng for heatmaps, gnuplot for line plots.
+packages+=(libpng-dev gnuplot-nox)
 # Debian package that provides each tool, for when a tool is missing.
 declare -A tool_package=([cmake]=cmake [g++]=g++ [make]=make)
 # `setup.sh fuzz` (make fuzz): clang, its libFuzzer/sanitizer runtimes and its OpenMP too.

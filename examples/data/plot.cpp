@@ -200,6 +200,7 @@ std::vector<std::string> plot_metrics(const std::string& csv_path, const std::st
   size_t xcol = size_t(std::find(names.begin(), names.end(), "step") - names.begin());
   if (xcol == names.size()) xcol = 0;
   const std::string run = fs::path(csv_path).parent_path().filename().string();
+  fs::create_directories(out_dir);
   std::vector<std::string> written;
   for (const auto& [key, file, label] : {std::tuple<std::string, std::string, std::string>{"loss", "loss.png", "loss"},
                                          {"acc", "accuracy.png", "accuracy"}}) {
@@ -213,6 +214,12 @@ std::vector<std::string> plot_metrics(const std::string& csv_path, const std::st
   }
   LINEA_CHECK(!written.empty(), "[plot_metrics] '{}' has no loss or accuracy column (columns: {})", csv_path, header);
   return written;
+}
+
+std::string plot_metrics_command(const std::string& run_dir) {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);  // Linux; else plot_metrics on PATH
+  return fmt::format("{} {}", ec ? "plot_metrics" : (self.parent_path() / "plot_metrics").string(), run_dir);
 }
 
 }  // namespace linea::plot

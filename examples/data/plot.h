@@ -64,4 +64,8 @@ void line_plot(const std::string& png_path, const LinePlot& plot);
 // Returns the files written (accuracy.png only when there are such columns).
 std::vector<std::string> plot_metrics(const std::string& csv_path, const std::string& out_dir);
 
+// The command that draws a run's curves: "<this program's folder>/plot_metrics <run_dir>", for the
+// end-of-run message of the training examples (plot_metrics is built beside them).
+std::string plot_metrics_command(const std::string& run_dir);
+
 }  // namespace linea::plot
