@@ -93,7 +93,7 @@ void Report::sweep_table(const std::string& title, const std::vector<Row>& rows)
 
 void Report::trained_table(const std::string& title, const std::vector<Row>& rows) const {
   const std::vector<std::string> kinds = kinds_of(rows);
-  fmt::print("\n{}\n{:<24}", title, "layer (N, d)");
+  fmt::print("\n{}\n{:<30}", title, "layer (N, d)");
   for (const std::string& k : kinds) fmt::print(" | {:<20}", k + " rank  ent");
   fmt::print("\n");
   std::vector<std::string> sources;
@@ -115,7 +115,7 @@ void Report::trained_table(const std::string& title, const std::vector<Row>& row
       const std::string rk = ranked ? fmt::format("{:.1f}/{}", rank / double(n), bound) : "-";
       line += fmt::format(" | {:>13} {:.3f}", rk, ent / double(n));
     }
-    fmt::print("{:<24}{}\n", fmt::format("{} ({}, {})", s, any->N, any->d), line);
+    fmt::print("{:<30}{}\n", fmt::format("{} ({}, {})", s, any->N, any->d), line);
   }
 }
 

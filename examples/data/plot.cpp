@@ -144,7 +144,8 @@ void line_plot(const std::string& png_path, const LinePlot& plot) {
       gp += std::isnan(s.y[j]) ? "\n" : fmt::format("{:.10g} {:.10g}\n", s.x[j], s.y[j]);
     gp += "EOD\n";
   }
-  gp += fmt::format("set terminal pngcairo size {},{} font \"sans,11\"\nset output {}\n", plot.width, plot.height,
+  // noenhanced: names such as train_loss print as written, not with "_l" as a subscript.
+  gp += fmt::format("set terminal pngcairo size {},{} noenhanced font \"sans,11\"\nset output {}\n", plot.width, plot.height,
                     quoted(png_path));
   gp += fmt::format("set title {}\nset xlabel {}\nset ylabel {}\n", quoted(plot.title), quoted(plot.xlabel),
                     quoted(plot.ylabel));
