@@ -93,6 +93,7 @@ std::string find_or_train(const std::string& given, const std::string& full_run,
       return p;
     }
   fmt::print("{}: no {} yet; training briefly:\n  {}\n", what, full_run, train_cmd);
+  fs::create_directories(brief_dir);
   std::fflush(stdout);
   const auto t = Clock::now();
   LINEA_CHECK(std::system(train_cmd.c_str()) == 0 && fs::exists(brief), "[attention_lab] the brief run failed: {}",
@@ -264,8 +265,6 @@ std::vector<Row> vit_sweep(const Config& o, const VitData& v) {
   const std::vector<LayerQK> layers =
       capture_qk(*v.model->blocks, v.model->pos_embed->forward(v.model->patch->forward(v.images)));
   const int64_t layer = o.layer < 0 ? int64_t(layers.size()) - 1 : o.layer;
-  LINEA_CHECK(layer < int64_t(layers.size()), "[attention_lab] --layer {} but the ViT has {} layers", o.layer,
-              layers.size());
   // [count, H, 64, d] -> head 0's tokens of all images in a row: [1, 1, count·64, d]
   auto pool = [&](const Tensor& t) { return t.select(1, 0).reshape({1, 1, count * t.size(2), t.size(3)}); };
   const Tensor q = pool(layers[layer].q), k = pool(layers[layer].k);
@@ -277,9 +276,14 @@ std::vector<Row> vit_sweep(const Config& o, const VitData& v) {
   return rows;
 }
 
-// The trained char-GPT on a window of real text: causal maps (entropy, heatmaps) and the unmasked
-// maps of the same q, k (rank).
-std::vector<Row> gpt_window(const Config& o, const std::string& ckpt, lab::Report& rep) {
+struct GptData {
+  std::shared_ptr<gpt::GPT> model;
+  int64_t chunk = 0;  // causal MHLA's block length
+  Tensor window;      // [1, context] token ids of real text
+};
+
+// The trained char-GPT and one window of its validation text.
+GptData load_gpt(const Config& o, const std::string& ckpt) {
   const std::map<std::string, std::string> f = checkpoint_flags(ckpt);
   LINEA_CHECK(f.contains("attn") && f.at("attn") == "mhla",
               "[attention_lab] '{}' was not trained with --attn mhla; the lab reads a causal-MHLA char_lm", ckpt);
@@ -289,24 +293,32 @@ std::vector<Row> gpt_window(const Config& o, const std::string& ckpt, lab::Repor
                       .context = std::stoll(f.at("context")), .chunk = std::stoll(f.at("chunk")),
                       .mlp_ratio = std::stod(f.at("mlp-ratio")), .dropout = 0, .tie = f.at("tie") == "on",
                       .bias = f.at("bias") == "on"};
-  gpt::GPT model(mc);
-  gpt::load_weights(model, ckpt);
-  model.eval();
+  GptData g{std::make_shared<gpt::GPT>(mc), mc.chunk, Tensor()};
+  gpt::load_weights(*g.model, ckpt);
+  g.model->eval();
   const std::string text_path = o.text.empty() ? data::default_corpus_path() : o.text;
   const data::CharCorpus corpus = data::CharCorpus::from_file(text_path, vocab);
   Generator gen(o.seed);
-  const Tensor window = corpus.get_batch("val", 1, mc.context, gen).x;
-  std::string shown = vocab.decode(window);
+  g.window = corpus.get_batch("val", 1, mc.context, gen).x;
+  std::string shown = vocab.decode(g.window);
   for (char& c : shown)
     if (c == '\n') c = '|';
-  fmt::print("char-GPT window ({} characters of {}'s val split; '|' is a newline):\n  \"{}\"\n", mc.context, text_path,
-             shown);
+  fmt::print("char-GPT window ({} characters of {}'s val split; '|' is a newline):\n  \"{}\"\n", mc.context,
+             text_path, shown);
+  return g;
+}
+
+// The trained char-GPT on its window: causal maps (entropy, heatmaps) and the unmasked maps of the
+// same q, k (rank).
+std::vector<Row> gpt_window(const Config& o, const GptData& g, lab::Report& rep) {
+  gpt::GPT& model = *g.model;
+  const Tensor& window = g.window;
   NoGradGuard no_grad;
   const std::vector<LayerQK> layers = capture_qk(*model.blocks, model.pos_emb->forward(model.tok_emb->forward(window)));
   std::vector<Row> rows;
   for (size_t l = 0; l < layers.size(); ++l) {
     const LayerQK& L = layers[l];
-    const int64_t N = L.q.size(2), chunks = (N + mc.chunk - 1) / mc.chunk;
+    const int64_t N = L.q.size(2), chunks = (N + g.chunk - 1) / g.chunk;
     const Tensor mix = L.mix.narrow(0, 0, chunks).narrow(1, 0, chunks);  // the leading chunks, as MHLA::attend
     const std::string mname = fmt::format("mhla M={}", chunks);
     for (bool causal : {true, false}) {
@@ -314,7 +326,7 @@ std::vector<Row> gpt_window(const Config& o, const std::string& ckpt, lab::Repor
       const std::vector<Kind> kinds = {
           {"softmax", F::AttentionKind::Softmax, Tensor(), {.causal = causal}},
           {"linear", F::AttentionKind::Linear, Tensor(), {.causal = causal}},
-          {mname, F::AttentionKind::MHLA, mix, {.causal = causal, .block_len = mc.chunk, .feature_map = F::FeatureMap::Relu}}};
+          {mname, F::AttentionKind::MHLA, mix, {.causal = causal, .block_len = g.chunk, .feature_map = F::FeatureMap::Relu}}};
       for (const Kind& kind : kinds) {
         std::vector<Tensor> maps;
         for (int64_t h = 0; h < L.q.size(1); ++h) {
@@ -337,7 +349,9 @@ int run(const Config& o, const std::string& self_dir) {
   LINEA_CHECK(o.d > 0 && o.d <= 256, "[attention_lab] --d must be in 1..256, got {}", o.d);
   LINEA_CHECK(o.rank_tol > 0 && o.rank_tol < 1, "[attention_lab] --rank-tol must be in (0, 1), got {}", o.rank_tol);
   LINEA_CHECK(o.image >= 0 && o.image < 10000, "[attention_lab] --image must be a test image, 0..9999, got {}", o.image);
-  fs::create_directories(o.out);
+  LINEA_CHECK(o.rank_max_n >= 0, "[attention_lab] --rank-max-n must be >= 0, got {}", o.rank_max_n);
+  LINEA_CHECK(o.layer >= -1, "[attention_lab] --layer must be a layer index or -1 (the last), got {}", o.layer);
+  LINEA_CHECK(o.threads >= 0, "[attention_lab] --threads must be >= 0 (0: all cores), got {}", o.threads);
   const std::string bin = o.bin.empty() ? self_dir : o.bin;
   const int threads = omp_get_max_threads();
   const std::string vit_ckpt = find_or_train(
@@ -352,16 +366,20 @@ int run(const Config& o, const std::string& self_dir) {
                   bin, threads, o.out, o.text.empty() ? "" : " --data " + o.text),
       "char-GPT (300 steps)");
 
+  // Everything is loaded before anything is written.
+  const VitData vit = load_vit(vit_ckpt, std::max<int64_t>(o.max_n / 64, o.image + 1));
+  LINEA_CHECK(o.layer < int64_t(vit.model->blocks->size()), "[attention_lab] --layer {} but the ViT has {} layers",
+              o.layer, vit.model->blocks->size());
+  const GptData gpt_model = load_gpt(o, lm_ckpt);
   lab::Report rep(o.out);
   const auto t = Clock::now();
   fmt::print("\nmeasuring (rank: singular values > {:g} x the largest, LAPACK dgesdd in float64, for N <= {}; "
              "entropy: mean row entropy / log(keys in the row))\n",
              o.rank_tol, o.rank_max_n);
   const std::vector<Row> random = random_sweep(o, rep);
-  const VitData vit = load_vit(vit_ckpt, std::max<int64_t>(o.max_n / 64, o.image + 1));
   const std::vector<Row> vit_img = vit_image(o, vit, rep);
   const std::vector<Row> vit_pooled = vit_sweep(o, vit);
-  const std::vector<Row> gpt = gpt_window(o, lm_ckpt, rep);
+  const std::vector<Row> gpt = gpt_window(o, gpt_model, rep);
   fmt::print("measured in {:.0f} s\n", seconds_since(t));
 
   rep.sweep_table("random q, k ~ N(0, 1)", random);
