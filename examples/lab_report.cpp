@@ -213,8 +213,14 @@ void Report::csv(const std::string& name, const std::vector<Row>& rows) {
 
 void Report::files_written() const {
   fmt::print("\nwritten:\n  {} heatmaps in {}/heatmaps/ (log colour scale from 0.01/N, dark, to 1, yellow; "
-             "per head, the last tile the mean)\n",
+             "per head, the last tile the mean):\n",
              heatmaps_.size(), out_);
+  std::map<std::string, std::vector<std::string>> by_source;  // random_, vit_, gpt_
+  for (const std::string& p : heatmaps_) {
+    const std::string name = fs::path(p).filename().string();
+    by_source[name.substr(0, name.find('_'))].push_back(name);
+  }
+  for (const auto& [source, names] : by_source) fmt::print("    {}\n", join(names));
   for (const std::string& p : others_) fmt::print("  {}\n", p);
 }
 
