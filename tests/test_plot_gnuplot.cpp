@@ -51,6 +51,10 @@ TEST_CASE("plot_metrics: a vit_fmnist-style metrics.csv -> loss.png and accuracy
   fs::remove(tmp.file("accuracy.png"));
   CHECK(plot::plot_metrics(tmp.file("lm.csv"), tmp.dir.string()) == std::vector<std::string>{tmp.file("loss.png")});
   CHECK(!fs::exists(tmp.file("accuracy.png")));
+  // An output folder that does not exist yet is created.
+  const std::string sub = tmp.file("plots/lm");
+  CHECK(plot::plot_metrics(tmp.file("lm.csv"), sub) == std::vector<std::string>{sub + "/loss.png"});
+  CHECK(testing::read_png_header(sub + "/loss.png").valid);
 }
 
 TEST_CASE("plot_metrics and line_plot: bad input is a linea::Error naming the file and the problem") {
