@@ -17,7 +17,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -27,6 +26,7 @@
 
 #include "data/memory_budget.h"
 #include "data/mqar.h"
+#include "data/plot.h"
 #include "data/progress.h"
 #include "data/sampling.h"
 #include "flags.h"
@@ -236,40 +236,6 @@ void write_csv(const std::string& path, const std::vector<Row>& rows) {
   std::filesystem::rename(tmp, path);
 }
 
-// One line plot through gnuplot, if it is installed: each series is (name, xs, ys). Isolated so
-// that a shared plotting helper can replace it.
-struct Series {
-  std::string name;
-  std::vector<double> x, y;
-};
-void plot_lines(const std::string& png, const std::string& title, const std::string& xlabel, const std::string& ylabel,
-                const std::vector<Series>& series) {
-  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
-    fmt::print("no gnuplot here (apt-get install gnuplot-nox): {} not drawn\n", png);
-    return;
-  }
-  const std::string script = png + ".gp";
-  {
-    std::ofstream f(script);
-    LINEA_CHECK(f.good(), "[mqar] cannot write '{}'", script);
-    for (size_t i = 0; i < series.size(); ++i) {
-      f << "$s" << i << " << EOD\n";
-      for (size_t j = 0; j < series[i].x.size(); ++j) f << series[i].x[j] << " " << series[i].y[j] << "\n";
-      f << "EOD\n";
-    }
-    f << "set terminal pngcairo size 720,480\nset output '" << png << "'\n";
-    f << "set title '" << title << "'\nset xlabel '" << xlabel << "'\nset ylabel '" << ylabel << "'\n";
-    f << "set logscale x 2\nset yrange [0:100]\nset key bottom left\nset grid\nplot ";
-    for (size_t i = 0; i < series.size(); ++i)
-      f << (i ? ", " : "") << "$s" << i << " with linespoints lw 2 title '" << series[i].name << "'";
-    f << "\n";
-  }
-  if (std::system(fmt::format("gnuplot '{}'", script).c_str()) != 0)
-    fmt::print("gnuplot failed on {}: {} not drawn\n", script, png);
-  else
-    fmt::print("plot: {}\n", png);
-}
-
 std::string seed_list(const Config& o) {
   std::vector<uint64_t> s;
   for (int64_t i = 0; i < (o.quick ? 1 : o.seeds); ++i) s.push_back(o.seed + static_cast<uint64_t>(i));
@@ -297,10 +263,13 @@ int run_sweep(const Config& o, Device dev) {
   fmt::print("{:>7} {:>6} {:>8} |", "seq-len", "num-kv", "1/num-kv");
   for (const std::string& k : kinds) fmt::print(" {:>15}", k);
   fmt::print("\n");
-  std::vector<Series> series;
+  std::vector<plot::Series> series;
   for (const std::string& k : kinds) series.push_back({k, {}, {}});
+  plot::Series chance{"1/num-kv (chance)", {}, {}};
   for (const Size& z : sizes) {
     fmt::print("{:>7} {:>6} {:>7.1f}% |", z.seq_len, z.num_kv, 100.0 / double(z.num_kv));
+    chance.x.push_back(static_cast<double>(z.num_kv));
+    chance.y.push_back(100.0 / double(z.num_kv));
     for (size_t i = 0; i < kinds.size(); ++i) {
       std::vector<std::string> accs;
       double sum = 0;
@@ -315,12 +284,21 @@ int run_sweep(const Config& o, Device dev) {
     }
     fmt::print("\n");
   }
+  series.push_back(chance);
   const std::filesystem::path csv(o.csv);
   if (csv.has_parent_path()) std::filesystem::create_directories(csv.parent_path());
   write_csv(o.csv, rows);
   fmt::print("results: {}\n", o.csv);
-  plot_lines(csv.parent_path() / (csv.stem().string() + ".png"), "MQAR: test accuracy (mean of seeds)",
-             "key-value pairs (seq-len 64)", "accuracy (%)", series);
+  // The table and the CSV are the results; the picture is a convenience, so no gnuplot is no error.
+  const std::string png = (csv.parent_path() / (csv.stem().string() + ".png")).string();
+  if (!plot::gnuplot_available()) {
+    fmt::print("no gnuplot here (apt-get install gnuplot-nox): {} not drawn\n", png);
+  } else {
+    plot::line_plot(png, {.title = "MQAR: test accuracy at the queries (mean of seeds)",
+                          .xlabel = "key-value pairs (seq-len 64)", .ylabel = "accuracy (%)", .logx = true,
+                          .series = series});
+    fmt::print("plot: {}\n", png);
+  }
   return 0;
 }
 
