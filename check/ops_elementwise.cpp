@@ -63,7 +63,7 @@ std::vector<OpCase> elementwise_cases() {
       {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.7); }},
   };
   for (const auto& [name, op] : unary) {
-    auto f = [op](V x) { return op(x[0]); };
+    auto f = [op = op](V x) { return op(x[0]); };
     c.push_back({name, {{3, 4}}, f});
     c.push_back({name + " of a transposed leaf", {transposed({3, 4})}, f});
   }
@@ -80,7 +80,7 @@ std::vector<OpCase> elementwise_cases() {
       {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }},
   };
   for (const auto& [name, op] : binary) {
-    auto f = [op](V x) { return op(x[0], x[1]); };
+    auto f = [op = op](V x) { return op(x[0], x[1]); };
     c.push_back({name + " operands [3, 1, 4] and [2, 4]", {{3, 1, 4}, {2, 4}}, f});
     c.push_back({name + " with a 0-d b", {{2, 4}, {}}, f});
     c.push_back({name + " with a 0-d a", {{}, {3, 2}}, f});

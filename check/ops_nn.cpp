@@ -90,12 +90,12 @@ std::vector<OpCase> nn_cases() {
   for (const auto& [rname, red] : reductions) {
     for (double eps : {0.0, 0.2})
       c.push_back({fmt::format("cross_entropy reduction {}, smoothing {}", rname, eps), {{4, 6}},
-                   [red, eps](V x) {
+                   [red = red, eps](V x) {
                      return nn::cross_entropy(x[0], index(x[0], {5, -100, 0, 3}, {4}),
                                               {.label_smoothing = eps, .reduction = red});
                    }, R});
     c.push_back({fmt::format("mse_loss reduction {}", rname), {{3, 4}, {3, 4}},
-                 [red](V x) { return nn::mse_loss(x[0], x[1], red); }, R});
+                 [red = red](V x) { return nn::mse_loss(x[0], x[1], red); }, R});
   }
   // Softmax attention over two key tiles (N > 128 keys), on strided views.
   for (bool causal : {false, true})

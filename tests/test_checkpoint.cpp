@@ -57,7 +57,9 @@ nn::StateDict every_dtype() {
 
 void check_same(const nn::StateDict& got, const nn::StateDict& want) {
   REQUIRE(got.size() == want.size());
-  for (const auto& [name, t] : want) {
+  for (const auto& entry : want) {  // not [name, t]: clang < 16 cannot CAPTURE a structured binding
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     CAPTURE(name);
     REQUIRE(got.count(name));
     const Tensor& g = got.at(name);

@@ -262,7 +262,7 @@ TEST_CASE("comparisons broadcast, return bool, and record nothing") {
     Tensor r = op(a, b);
     CHECK(r.dtype() == boolean);
     CHECK_FALSE(r.requires_grad());
-    CHECK(allclose(r, map_ref(a.detach(), b, [&](double x, double y) { return double(ref(x, y)); })));
+    CHECK(allclose(r, map_ref(a.detach(), b, [&ref = ref](double x, double y) { return double(ref(x, y)); })));
   }
   // Mixed dtypes compare by value; bools compare too; the float32 path on a transposed view.
   CHECK(lt(from_vector<int64_t>({1, 2}), from_vector<float>({1.5, 1.5})).to_vector() == std::vector<double>{1, 0});

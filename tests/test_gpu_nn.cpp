@@ -69,11 +69,15 @@ TEST_CASE("nn::to(model, cuda) moves parameters and buffers in place, dropping g
     CHECK(after[i].second.requires_grad());
     CHECK(!after[i].second.grad().defined());
   }
-  for (const auto& [name, t] : model->named_buffers()) {
+  for (const auto& entry : model->named_buffers()) {  // not [name, t]: clang < 16 cannot INFO a binding
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     INFO(name);
     CHECK(t.device() == Device::cuda());
   }
-  for (const auto& [name, t] : model->state_dict()) {
+  for (const auto& entry : model->state_dict()) {
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     INFO(name);
     CHECK(t.to(Device::cpu()).to_vector() == host.at(name).to_vector());  // the values travel exactly
   }
@@ -91,7 +95,9 @@ TEST_CASE("an optimizer built after the move keeps its state on the GPU") {
   nn::AdamW opt(model->named_parameters(), {.lr = 1e-2});
   sum(model->forward(randn({2, kTokens, kDim}, Device::cuda()))).backward();
   opt.step();
-  for (const auto& [key, t] : opt.state_dict()) {
+  for (const auto& entry : opt.state_dict()) {
+    const std::string& key = entry.first;
+    const Tensor& t = entry.second;
     INFO(key);
     if (key.ends_with(".step") || key.starts_with("param_groups.")) continue;  // host scalars are fine
     CHECK(t.device() == Device::cuda());
@@ -113,14 +119,18 @@ TEST_CASE("a checkpoint saved from a GPU model loads on the CPU with identical v
   const nn::Metadata meta = nn::load_checkpoint(dir.file("ckpt.safetensors"), cpu, cpu_opt);
   CHECK(meta.at("note") == "from the GPU");
   const nn::StateDict g = gpu->state_dict();
-  for (const auto& [name, t] : cpu.state_dict()) {
+  for (const auto& entry : cpu.state_dict()) {
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     INFO(name);
     CHECK(t.device().is_cpu());
     CHECK(t.to_vector() == g.at(name).to(Device::cpu()).to_vector());
   }
   const nn::StateDict go = gpu_opt.state_dict(), co = cpu_opt.state_dict();
   REQUIRE(go.size() == co.size());
-  for (const auto& [key, t] : co) {
+  for (const auto& entry : co) {
+    const std::string& key = entry.first;
+    const Tensor& t = entry.second;
     INFO(key);
     CHECK(t.to_vector() == go.at(key).to(Device::cpu()).to_vector());
   }

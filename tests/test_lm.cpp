@@ -74,12 +74,15 @@ TEST_CASE("GPT bias = false (nanoGPT's bias=False): biases stay zero and untrain
     double last = first;
     for (int i = 0; i < 19; ++i) last = trainer.train_step(x, y).loss;
     CHECK(last < 0.8 * first);
-    for (const auto& [name, p] : model->named_parameters())
+    for (const auto& np : model->named_parameters()) {  // not [name, p]: clang < 16 cannot CAPTURE a binding
+      const std::string& name = np.first;
+      const Tensor& p = np.second;
       if (name.ends_with(".bias")) {
         CAPTURE(name);
         CHECK(!p.requires_grad());
         CHECK(sum(abs(p)).item() == 0.0);
       }
+    }
   }
 }
 
@@ -161,7 +164,9 @@ TEST_CASE("Checkpoint resume gives the identical next-step loss") {
   CHECK(resumed.step() == 3);
   gpt::GPT weights_only(tiny("mhla"));  // load_weights: the model part alone, for sampling
   gpt::load_weights(weights_only, path);
-  for (auto& [name, t] : model2->state_dict()) {
+  for (const auto& entry : model2->state_dict()) {  // not [name, t]: clang < 16 cannot CAPTURE a binding
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     CAPTURE(name);
     CHECK(allclose(weights_only.state_dict().at(name), t, 0, 0));
   }

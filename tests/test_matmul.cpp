@@ -147,7 +147,8 @@ TEST_CASE("matmul: products split across threads, every transpose combination") 
   // Big enough (>= 64^3 multiply-adds) that the CPU gemm splits rows (tall) or columns (wide)
   // over threads; the transposed operands are .t() views, which reach BLAS as CblasTrans.
   Generator gen(11);
-  for (auto [M, K, N] : {std::array<int64_t, 3>{200, 70, 30}, std::array<int64_t, 3>{30, 70, 200}}) {
+  for (const std::array<int64_t, 3>& mkn : {std::array<int64_t, 3>{200, 70, 30}, std::array<int64_t, 3>{30, 70, 200}}) {
+    const int64_t M = mkn[0], K = mkn[1], N = mkn[2];  // not [M, K, N]: clang < 16 cannot CAPTURE a binding
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         Tensor a = ta ? randn({K, M}, gen, float64).t() : randn({M, K}, gen, float64);

@@ -86,10 +86,16 @@ full() {  # full LIMIT_KB OUT
   (trap '' XFSZ; ulimit -f "$1"; exec "$char_lm" "${tiny[@]}" --out "$2") 2>&1 >/dev/null | cat >err.txt
   rc=${PIPESTATUS[0]}
 }
-full 0 full0
-[[ $rc -eq 1 && $(cat err.txt) == *"'full0/vocab.json' was not created"* ]] ||
-  fail "disk full at the first file: status $rc: $(cat err.txt)"
-[[ -z $(find full0 -type f 2>/dev/null) ]] || fail "disk full at the first file left: $(find full0 -type f)"
+# clang's OpenMP runtime (libomp 14) sizes a 1 KiB file in /dev/shm at startup and aborts when it
+# cannot, so under a 0 limit it dies before char_lm's main; a 1 KiB limit still leaves it room.
+if ldd "$char_lm" | grep -q 'libomp\.so'; then
+  echo "skipped: disk full at the first file (ulimit -f 0 aborts libomp at startup)"
+else
+  full 0 full0
+  [[ $rc -eq 1 && $(cat err.txt) == *"'full0/vocab.json' was not created"* ]] ||
+    fail "disk full at the first file: status $rc: $(cat err.txt)"
+  [[ -z $(find full0 -type f 2>/dev/null) ]] || fail "disk full at the first file left: $(find full0 -type f)"
+fi
 full 1 full1
 [[ $rc -eq 1 && $(cat err.txt) == *"[save_safetensors]"*"'full1/checkpoint.safetensors' was not created"* ]] ||
   fail "disk full at the checkpoint: status $rc: $(cat err.txt)"
