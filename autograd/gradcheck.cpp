@@ -25,16 +25,6 @@ std::vector<int64_t> element_offsets(const Tensor& t) {
   return offs;
 }
 
-// The multi-index of the e-th element (row-major) of a tensor of this shape.
-std::vector<int64_t> multi_index(int64_t e, const Shape& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    idx[d] = e % shape[d];
-    e /= shape[d];
-  }
-  return idx;
-}
-
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
   for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];

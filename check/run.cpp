@@ -6,15 +6,6 @@
 namespace linea::check {
 
 namespace {
-std::vector<int64_t> multi_index(int64_t e, const Shape& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    idx[d] = e % shape[d];
-    e /= shape[d];
-  }
-  return idx;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

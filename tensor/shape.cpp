@@ -30,6 +30,15 @@ int64_t numel(const Shape& shape) {
   return n;
 }
 
+std::vector<int64_t> multi_index(int64_t e, const Shape& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = e % shape[d];
+    e /= shape[d];
+  }
+  return idx;
+}
+
 Strides contiguous_strides(const Shape& shape) {
   check_extent(shape);
   Strides st(shape.size());

@@ -18,6 +18,8 @@ using Strides = std::vector<int64_t>;
 // shape like (0, 2^62, 4) has no representable strides even though it holds no element).
 int64_t numel(const Shape& shape);
 Strides contiguous_strides(const Shape& shape);
+// The multi-index of the e-th element (row-major) of a tensor of this shape.
+std::vector<int64_t> multi_index(int64_t e, const Shape& shape);
 // numel * itemsize, or nullopt for the shapes numel refuses or a byte count past int64: for the
 // loaders and allocators, which report the problem in their own words.
 std::optional<int64_t> checked_nbytes(const Shape& shape, std::size_t itemsize);
