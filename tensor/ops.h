@@ -108,7 +108,7 @@ LINEA_HD T silu_grad(T v) {
   X(PowScalar, "pow", Floating, M::pow(v, p0))                                                     \
   X(Clamp, "clamp", Integer, v < p0 ? p0 : (v > p1 ? p1 : v))                                      \
   /* log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow for large x, no cancellation */         \
-  X(Softplus, "softplus", Floating, (v > T(0) ? v : T(0)) + M::log1p(M::exp(-op_math::abs(v))))   \
+  X(Softplus, "softplus", Floating, (v > T(0) ? v : T(0)) + M::log1p(M::exp(-op_math::abs(v))))    \
   X(ReluGrad, "relu_grad", Floating, T(v > T(0)))                                                  \
   X(GeluTanhGrad, "gelu_tanh_grad", Floating, op_math::gelu_tanh_grad<M>(v))                       \
   /* Phi(x) + x phi(x) */                                                                          \

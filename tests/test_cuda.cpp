@@ -32,7 +32,8 @@ TEST_CASE("the CUDA backend is registered exactly when a device is present") {
     CHECK(linea::zeros({3}).to(linea::Device::cuda()).device() == linea::Device::cuda());
     return;
   }
-  CHECK_THROWS_WITH_AS(linea::zeros({3}).to(linea::Device::cuda()),
-                       doctest::Contains("[backend] no backend for device cuda:0: this build or machine has no CUDA support"),
-                       linea::Error);
+  CHECK_THROWS_WITH_AS(
+      linea::zeros({3}).to(linea::Device::cuda()),
+      doctest::Contains("[backend] no backend for device cuda:0: this build or machine has no CUDA support"),
+      linea::Error);
 }
