@@ -5,8 +5,9 @@
 //
 // Nothing calls into this file by name, and a linker drops such an object file from a static
 // library; the library's link options (-Wl,-u,linea_cuda_registered, CMakeLists.txt) keep it in
-// every program. register_backend's table is a function-local static, so the order in which
-// static initializers run does not matter.
+// every program. register_backend's table is a function-local static, so it exists whichever
+// file's static initializers run first; only a CUDA tensor made by another static initializer,
+// before this one has run, would find no backend yet.
 #include "linea/cuda/cuda_backend.h"
 #include "linea/cuda/runtime.h"
 
