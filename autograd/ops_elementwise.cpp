@@ -136,6 +136,14 @@ Tensor silu(const Tensor& x) {
   });
 }
 
+Tensor softplus(const Tensor& x) {
+  check_floating("softplus", x);
+  // d/dx log(1 + e^x) = e^x / (1 + e^x) = sigmoid(x)
+  return record("softplus", apply(UnaryOp::Softplus, x), {x}, [x = x.detach()](const Tensor& g) -> std::vector<Tensor> {
+    return {g * apply(UnaryOp::Sigmoid, x)};
+  });
+}
+
 Tensor abs(const Tensor& x) {
   check_not_bool("abs", x);
   // d|x| = sign(x), 0 at the kink like PyTorch.

@@ -20,6 +20,7 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::Erf);
 Tensor silu(const Tensor& x);
+Tensor softplus(const Tensor& x);  // log(1 + e^x), stable at both ends
 Tensor abs(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
 Tensor clamp(const Tensor& x, double lo, double hi);

@@ -57,6 +57,7 @@ std::vector<OpCase> elementwise_cases() {
       {"gelu erf", [](const Tensor& x) { return gelu(x); }},
       {"gelu tanh", [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); }},
       {"silu", [](const Tensor& x) { return silu(x); }},
+      {"softplus", [](const Tensor& x) { return softplus(x); }},
       {"abs", [](const Tensor& x) { return abs(x); }},
       {"pow scalar", [](const Tensor& x) { return pow(pos(x), 2.5); }},
       {"pow negative scalar", [](const Tensor& x) { return pow(pos(x), -1.5); }},

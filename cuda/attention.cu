@@ -340,17 +340,17 @@ unsigned tile_blocks(const AttentionShape& s) { return static_cast<unsigned>(s.B
 
 // Calls f with a T* caster for the dtype (F32 or F64, checked by the caller).
 template <class F>
-cudaError_t by_dtype(Dt dt, F&& f) {
+cudaError_t by_dtype(DType dt, F&& f) {
   switch (dt) {
-    case Dt::F32: return f([](const void* p) { return static_cast<float*>(const_cast<void*>(p)); });
-    case Dt::F64: return f([](const void* p) { return static_cast<double*>(const_cast<void*>(p)); });
+    case DType::Float32: return f([](const void* p) { return static_cast<float*>(const_cast<void*>(p)); });
+    case DType::Float64: return f([](const void* p) { return static_cast<double*>(const_cast<void*>(p)); });
     default: return cudaErrorInvalidValue;
   }
 }
 
 }  // namespace
 
-cudaError_t launch_attention_forward(Dt dt, const AttentionShape& s, const void* q, const void* k, const void* v,
+cudaError_t launch_attention_forward(DType dt, const AttentionShape& s, const void* q, const void* k, const void* v,
                                      void* out, void* lse) {
   return by_dtype(dt, [&](auto as) {
     using T = std::remove_pointer_t<decltype(as(q))>;
@@ -362,7 +362,7 @@ cudaError_t launch_attention_forward(Dt dt, const AttentionShape& s, const void*
   });
 }
 
-cudaError_t launch_attention_row_dot(Dt dt, const AttentionShape& s, const void* out, const void* dout, void* D) {
+cudaError_t launch_attention_row_dot(DType dt, const AttentionShape& s, const void* out, const void* dout, void* D) {
   return by_dtype(dt, [&](auto as) {
     const int64_t rows = s.BH * s.N;
     attention_row_dot_kernel<<<blocks_for(rows * 32), 256, 0, stream()>>>(as(out), as(dout), as(D), rows, s.dv);
@@ -370,7 +370,7 @@ cudaError_t launch_attention_row_dot(Dt dt, const AttentionShape& s, const void*
   });
 }
 
-cudaError_t launch_attention_dkdv(Dt dt, const AttentionShape& s, const void* q, const void* k, const void* v,
+cudaError_t launch_attention_dkdv(DType dt, const AttentionShape& s, const void* q, const void* k, const void* v,
                                   const void* dout, const void* lse, const void* D, void* dk, void* dv) {
   return by_dtype(dt, [&](auto as) {
     using T = std::remove_pointer_t<decltype(as(q))>;
@@ -382,7 +382,7 @@ cudaError_t launch_attention_dkdv(Dt dt, const AttentionShape& s, const void* q,
   });
 }
 
-cudaError_t launch_attention_dq(Dt dt, const AttentionShape& s, const void* q, const void* k, const void* v,
+cudaError_t launch_attention_dq(DType dt, const AttentionShape& s, const void* q, const void* k, const void* v,
                                 const void* dout, const void* lse, const void* D, void* dq) {
   return by_dtype(dt, [&](auto as) {
     using T = std::remove_pointer_t<decltype(as(q))>;

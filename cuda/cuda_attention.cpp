@@ -44,7 +44,7 @@ void CudaBackend::attention_forward(const Tensor& q, const Tensor& k, const Tens
                                     const Tensor& out, const Tensor& lse) {
   check_attention("attention_forward", q, k, v, lse, {}, {&v, &out});
   if (lse.numel() == 0) return;  // no rows: an empty grid is not a valid launch
-  LINEA_CUDA_CHECK(launch_attention_forward(dt(q.dtype()), shape(q, v, scale, causal), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+  LINEA_CUDA_CHECK(launch_attention_forward(q.dtype(), shape(q, v, scale, causal), q.data_ptr(), k.data_ptr(), v.data_ptr(),
                                             out.data_ptr(), lse.data_ptr()));
   check_launch("attention_forward");
 }
@@ -55,7 +55,7 @@ void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Ten
   check_attention("attention_backward", q, k, v, lse, {&dq, &dk}, {&v, &out, &dout, &dv});
   if (lse.numel() == 0) return;
   const AttentionShape s = shape(q, v, scale, causal);
-  const Dt t = dt(q.dtype());
+  const DType t = q.dtype();
   Tensor D = empty(lse.shape(), lse.dtype(), lse.device());
   LINEA_CUDA_CHECK(launch_attention_row_dot(t, s, out.data_ptr(), dout.data_ptr(), D.data_ptr()));
   check_launch("attention_row_dot");

@@ -81,7 +81,6 @@ CudaBackend& instance();
 // Tensor -> kernel operand. Checks that t lives on a CUDA device and has at most kMaxDims dims;
 // `op` names the caller in the error.
 TensorArg arg(const Tensor& t, const char* op);
-Dt dt(DType t);
 
 // Turn a failed CUDA runtime call, or an error left by the last kernel launch, into a
 // linea::Error naming the call or kernel: LINEA_CUDA_CHECK(cudaMemcpyAsync(...)) and

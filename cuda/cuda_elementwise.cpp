@@ -8,16 +8,16 @@ namespace linea::cuda {
 
 void CudaBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) {
   kernel_checks::unary(op, x, out);
-  const char* name = kernel_checks::unary_name(op);
-  if (!launch_unary(static_cast<UOp>(op), arg(x, name), arg(out, name), p0, p1))
+  const char* name = op_name(op);
+  if (!launch_unary(op, arg(x, name), arg(out, name), p0, p1))
     kernel_checks::unary_unsupported(op, x.dtype());
   check_launch("elementwise unary");
 }
 
 void CudaBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   kernel_checks::binary(op, a, b, out);
-  const char* name = kernel_checks::binary_name(op);
-  if (!launch_binary(static_cast<BOp>(op), arg(a, name), arg(b, name), arg(out, name)))
+  const char* name = op_name(op);
+  if (!launch_binary(op, arg(a, name), arg(b, name), arg(out, name)))
     kernel_checks::binary_unsupported(op, a.dtype());
   check_launch("elementwise binary");
 }

@@ -34,7 +34,7 @@ void apply_fused(const char* kernel, std::vector<std::pair<DType, FusedParam>> e
     const std::size_t nbytes = table.size() * sizeof(FusedParam);
     std::shared_ptr<Storage> dev_table = instance().allocate(nbytes);
     instance().copy_from_host(*dev_table, 0, table.data(), nbytes);
-    launch(dt(dtype), static_cast<const FusedParam*>(dev_table->data), static_cast<int>(table.size()), nblocks);
+    launch(dtype, static_cast<const FusedParam*>(dev_table->data), static_cast<int>(table.size()), nblocks);
     check_launch(kernel);
   }
 }
@@ -89,7 +89,7 @@ void CudaBackend::adamw_step(const std::vector<AdamWParam>& params, double beta1
     fp.s2 = a.sqrt_bc2;
     entries.emplace_back(a.param.dtype(), fp);
   }
-  apply_fused("adamw_kernel", std::move(entries), [&](Dt d, const FusedParam* table, int n, int64_t nblocks) {
+  apply_fused("adamw_kernel", std::move(entries), [&](DType d, const FusedParam* table, int n, int64_t nblocks) {
     launch_adamw_step(d, table, n, nblocks, beta1, beta2, eps);
   });
 }
@@ -108,7 +108,7 @@ void CudaBackend::sgd_step(const std::vector<SgdParam>& params, double momentum,
     fp.first = s.first ? 1 : 0;
     entries.emplace_back(s.param.dtype(), fp);
   }
-  apply_fused("sgd_kernel", std::move(entries), [&](Dt d, const FusedParam* table, int n, int64_t nblocks) {
+  apply_fused("sgd_kernel", std::move(entries), [&](DType d, const FusedParam* table, int n, int64_t nblocks) {
     launch_sgd_step(d, table, n, nblocks, momentum, nesterov);
   });
 }

@@ -82,7 +82,7 @@ MhlaOperand plain(const Tensor& x, bool ones_column) {
 // The causal mixer s·W_strict (the part of W that mixes earlier chunks' summaries).
 Tensor strict_lower(const Tensor& mix, double scale) {
   Tensor m = scratch(mix.shape(), mix);
-  launch_mhla_strict_lower(dt(mix.dtype()), mix.data_ptr(), m.data_ptr(), mix.size(0), scale);
+  launch_mhla_strict_lower(mix.dtype(), mix.data_ptr(), m.data_ptr(), mix.size(0), scale);
   check_launch("mhla_strict_lower");
   return m;
 }
@@ -93,7 +93,7 @@ void CudaBackend::mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v
                                const MHLAArgs& a, const Tensor& out, const Tensor& s, const Tensor& sh,
                                const Tensor& r) {
   const Dims g = check("mhla_forward", q, k, v, mix, a);
-  const Dt t = dt(q.dtype());
+  const DType t = q.dtype();
   for (const Tensor* x : {&out, &s, &sh}) arg(*x, "mhla_forward");  // all on a CUDA device
   if (g.BH == 0) return;  // no pairs: nothing to write, and an empty grid is not a valid launch
   if (!a.causal) {
@@ -123,7 +123,7 @@ void CudaBackend::mhla_backward(const Tensor& q, const Tensor& k, const Tensor& 
                                 const Tensor& r, const Tensor& grad, const Tensor& dq, const Tensor& dk,
                                 const Tensor& dv, const Tensor& dmix) {
   const Dims g = check("mhla_backward", q, k, v, mix, a);
-  const Dt t = dt(q.dtype());
+  const DType t = q.dtype();
   LINEA_CHECK(grad.shape() == out.shape() && grad.dtype() == q.dtype() && grad.is_contiguous(),
               "[mhla_backward] grad {} ({}) must be contiguous and match out {} ({})", shape_str(grad.shape()),
               grad.dtype(), shape_str(out.shape()), q.dtype());

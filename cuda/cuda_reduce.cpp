@@ -9,13 +9,12 @@ namespace linea::cuda {
 void CudaBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) {
   if (!kernel_checks::reduce(op, x, out, outer, n, inner)) return;
   const TensorArg xa = arg(x, "reduce"), oa = arg(out, "reduce");
-  const Red red = static_cast<Red>(op);
-  const ReducePlan plan = plan_reduce(red, xa.dtype, outer, n, inner);
+  const ReducePlan plan = plan_reduce(op, xa.dtype, outer, n, inner);
   // Partial results of split rows/columns; freed here, but the caching allocator hands memory
   // back in stream order, so the kernels below finish with it first.
   Tensor scratch;
   if (plan.scratch_bytes > 0) scratch = empty({static_cast<int64_t>(plan.scratch_bytes)}, DType::UInt8, x.device());
-  check_launch(launch_reduce(red, xa.dtype, xa.data, oa.data, outer, n, inner, plan,
+  check_launch(launch_reduce(op, xa.dtype, xa.data, oa.data, outer, n, inner, plan,
                              scratch.defined() ? scratch.data_ptr() : nullptr));
 }
 

@@ -1,16 +1,16 @@
 // What the CUDA kernels (.cu, compiled by nvcc) and the Backend methods that launch them (.cpp,
-// compiled by g++) share. Plain C++ on purpose: nvcc cannot compile fmt, so no .cu file may
-// include tensor/ headers; the .cpp side turns Tensors into these structs and the .cu side only
-// ever sees raw pointers, sizes and strides.
+// compiled by g++) share. Plain C++: nvcc cannot compile fmt, and Tensor's headers use it, so the
+// .cpp side turns Tensors into these structs and the .cu side only ever sees raw pointers, sizes
+// and strides. The .cu files do include the fmt-free core headers: dtype.h (DType, dispatch)
+// and ops.h (the op enums and the elementwise formulas).
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-namespace linea::cuda {
+#include "linea/tensor/dtype.h"
 
-// Element types, in the order of linea::DType (cuda_backend.cpp static_asserts the match).
-enum class Dt : uint8_t { F32, F64, I64, Bool, U8 };
+namespace linea::cuda {
 
 inline constexpr int kMaxDims = 8;
 
@@ -18,7 +18,7 @@ inline constexpr int kMaxDims = 8;
 // its shape/strides in elements. Passed by value to kernels (about 140 bytes of parameter space).
 struct TensorArg {
   void* data = nullptr;
-  Dt dtype = Dt::F32;
+  DType dtype = DType::Float32;
   int ndim = 0;
   int64_t shape[kMaxDims] = {};
   int64_t strides[kMaxDims] = {};

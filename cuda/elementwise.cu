@@ -1,7 +1,7 @@
 // CUDA elementwise kernels: copy with dtype conversion, fill, unary math (and the derivatives
-// backward needs), binary arithmetic and comparisons, where. The formulas are the CPU backend's
-// (tensor/cpu/cpu_elementwise.cpp) written again for the device; float32 uses CUDA's expf/erfcf
-// where the CPU uses its own vectorisable polynomials (vec_math.h), so the two agree to a few ulp.
+// backward needs), binary arithmetic and comparisons, where. The formulas are ops.h's tables,
+// the ones the CPU backend runs too; float32 uses CUDA's expf/erfcf where the CPU uses its own
+// vectorisable polynomials (vec_math.h), so the two agree to a few ulp.
 //
 // Every kernel is one grid-stride loop over the output's elements. The host first coalesces the
 // operands' shape (merging dims that are contiguous with each other in every operand, dropping
@@ -197,119 +197,45 @@ struct Where {
   }
 };
 
-// float and double overloads of the libm functions the ops use (the full-precision versions:
-// nvcc does not substitute the fast intrinsics without --use_fast_math).
-#define LINEA_MATH1(name, f32, f64)                                    \
-  __device__ __forceinline__ float name(float x) { return f32(x); }    \
-  __device__ __forceinline__ double name(double x) { return f64(x); }
-LINEA_MATH1(dexp, expf, exp)
-LINEA_MATH1(dlog, logf, log)
-LINEA_MATH1(dsqrt, sqrtf, sqrt)
-LINEA_MATH1(dtanh, tanhf, tanh)
-LINEA_MATH1(derfc, erfcf, erfc)
-#undef LINEA_MATH1
-__device__ __forceinline__ float dpow(float x, float y) { return powf(x, y); }
-__device__ __forceinline__ double dpow(double x, double y) { return pow(x, y); }
-
-// 1 / (1 + exp(-x)): exact at both ends through IEEE infinities (exp(-x) = inf gives 0).
-template <class T>
-__device__ __forceinline__ T sigmoid(T x) {
-  return T(1) / (T(1) + dexp(-x));
-}
-
-constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2/pi)
-constexpr double kGeluC = 0.044715;
-constexpr double kInvSqrt2 = 0.7071067811865476;
-constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1/sqrt(2 pi)
-
-template <UOp op, class T>
-struct UnaryFn {
-  T p0, p1;
-  __device__ __forceinline__ T operator()(T v) const {
-    if constexpr (op == UOp::Neg) return T(-v);
-    // uint8 has no negative values (and nvcc warns about comparing it with 0).
-    else if constexpr (op == UOp::Abs && std::is_unsigned_v<T>) return v;
-    else if constexpr (op == UOp::Abs) return v < T(0) ? T(-v) : v;
-    else if constexpr (op == UOp::Sign && std::is_unsigned_v<T>) return T(v > T(0));
-    else if constexpr (op == UOp::Sign) return T((v > T(0)) - (v < T(0)));
-    else if constexpr (op == UOp::Relu) return v > T(0) ? v : T(0);
-    // max/min written so that NaN propagates (a comparison with NaN is false).
-    else if constexpr (op == UOp::Clamp) return v < p0 ? p0 : (v > p1 ? p1 : v);
-    else if constexpr (op == UOp::ClampMask) return T(v >= p0 && v <= p1);
-    else if constexpr (op == UOp::Exp) return dexp(v);
-    else if constexpr (op == UOp::Log) return dlog(v);
-    else if constexpr (op == UOp::Sqrt) return dsqrt(v);
-    else if constexpr (op == UOp::Rsqrt) return T(1) / dsqrt(v);
-    else if constexpr (op == UOp::Tanh) return dtanh(v);
-    else if constexpr (op == UOp::Sigmoid) return sigmoid(v);
-    else if constexpr (op == UOp::Silu) return v * sigmoid(v);
-    else if constexpr (op == UOp::PowScalar) return dpow(v, p0);
-    // GPT-2's 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), as x sigmoid(2u).
-    else if constexpr (op == UOp::GeluTanh) return v * sigmoid(T(2) * T(kSqrt2OverPi) * (v + T(kGeluC) * v * v * v));
-    // x Phi(x), Phi(x) = erfc(-x/sqrt2)/2: erfc keeps the far negative tail accurate.
-    else if constexpr (op == UOp::GeluErf) return T(0.5) * v * derfc(-v * T(kInvSqrt2));
-    else if constexpr (op == UOp::ReluGrad) return T(v > T(0));
-    else if constexpr (op == UOp::SiluGrad) {
-      const T s = sigmoid(v);
-      return s * (T(1) + v * (T(1) - s));
-    } else if constexpr (op == UOp::GeluTanhGrad) {  // d/dx x s(2u) = s + 2 x s (1 - s) u'
-      const T k = T(kSqrt2OverPi), c = T(kGeluC);
-      const T s = sigmoid(T(2) * k * (v + c * v * v * v));
-      const T ds = s * (T(1) - s);
-      // Once the sigmoid has saturated, ds is 0 and the second term must be too (x^2 may be inf).
-      return s + (ds == T(0) ? T(0) : T(2) * v * ds * k * (T(1) + T(3) * c * v * v));
-    } else {
-      static_assert(op == UOp::GeluErfGrad);  // Phi(x) + x phi(x)
-      return T(0.5) * derfc(-v * T(kInvSqrt2)) + v * T(kInvSqrt2Pi) * dexp(T(-0.5) * v * v);
-    }
-  }
+// The device's libm for the formulas of ops.h: float and double overloads of the full-precision
+// functions (nvcc does not substitute the fast intrinsics without --use_fast_math).
+struct CudaMath {
+  static __device__ __forceinline__ float exp(float x) { return expf(x); }
+  static __device__ __forceinline__ double exp(double x) { return ::exp(x); }
+  static __device__ __forceinline__ float log(float x) { return logf(x); }
+  static __device__ __forceinline__ double log(double x) { return ::log(x); }
+  static __device__ __forceinline__ float log1p(float x) { return log1pf(x); }
+  static __device__ __forceinline__ double log1p(double x) { return ::log1p(x); }
+  static __device__ __forceinline__ float sqrt(float x) { return sqrtf(x); }
+  static __device__ __forceinline__ double sqrt(double x) { return ::sqrt(x); }
+  static __device__ __forceinline__ float tanh(float x) { return tanhf(x); }
+  static __device__ __forceinline__ double tanh(double x) { return ::tanh(x); }
+  static __device__ __forceinline__ float erfc(float x) { return erfcf(x); }
+  static __device__ __forceinline__ double erfc(double x) { return ::erfc(x); }
+  static __device__ __forceinline__ float pow(float x, float y) { return powf(x, y); }
+  static __device__ __forceinline__ double pow(double x, double y) { return ::pow(x, y); }
 };
 
-template <BOp op, class T>
+// One table entry of ops.h as a device functor (unary: op(v; p0, p1); binary: op(a, b)).
+template <class Op, class T>
+struct UnaryFn {
+  T p0, p1;
+  __device__ __forceinline__ T operator()(T v) const { return Op::template apply<CudaMath>(v, p0, p1); }
+};
+template <class Op, class T>
 struct BinaryFn {
-  __device__ __forceinline__ auto operator()(T x, T y) const {
-    if constexpr (op == BOp::Add) return T(x + y);
-    else if constexpr (op == BOp::Sub) return T(x - y);
-    else if constexpr (op == BOp::Mul) return T(x * y);
-    else if constexpr (op == BOp::Div) return T(x / y);
-    else if constexpr (op == BOp::Pow) return dpow(x, y);
-    // NaN propagates like PyTorch: x != x is true only for NaN.
-    else if constexpr (op == BOp::Maximum) return (x > y || x != x) ? x : y;
-    else if constexpr (op == BOp::Minimum) return (x < y || x != x) ? x : y;
-    else if constexpr (op == BOp::Eq) return x == y;
-    else if constexpr (op == BOp::Ne) return x != y;
-    else if constexpr (op == BOp::Lt) return x < y;
-    else if constexpr (op == BOp::Le) return x <= y;
-    else if constexpr (op == BOp::Gt) return x > y;
-    else {
-      static_assert(op == BOp::Ge);
-      return x >= y;
-    }
-  }
+  __device__ __forceinline__ auto operator()(T a, T b) const { return Op::template apply<CudaMath>(a, b); }
 };
 
 // ---------------------------------------------------------------- host side
-
-// f.template operator()<T>() with T the element type of t (like linea::dispatch).
-template <class F>
-decltype(auto) dispatch_dt(Dt t, F&& f) {
-  switch (t) {
-    case Dt::F32: return f.template operator()<float>();
-    case Dt::F64: return f.template operator()<double>();
-    case Dt::I64: return f.template operator()<int64_t>();
-    case Dt::Bool: return f.template operator()<bool>();
-    case Dt::U8: break;
-  }
-  return f.template operator()<uint8_t>();
-}
 
 // Kernels that only move elements (where, same-dtype copy, fill) need the width, not the type.
 template <std::size_t N>
 using Bits = std::conditional_t<N == 1, uint8_t, std::conditional_t<N == 4, uint32_t, uint64_t>>;
 
 template <class F>
-void dispatch_bits(Dt t, F&& f) {
-  dispatch_dt(t, [&]<class T>() { f.template operator()<Bits<sizeof(T)>>(); });
+void dispatch_bits(DType t, F&& f) {
+  dispatch(t, [&]<class T>() { f.template operator()<Bits<sizeof(T)>>(); });
 }
 
 // A double parameter as T; for integers, saturate first (casting an out-of-range double, such as
@@ -358,53 +284,26 @@ bool run_map2(const TensorArg& a, const TensorArg& b, const TensorArg& out, F f)
   return true;
 }
 
-// false: op is not defined for T (nothing launched). The int-capable ops come first, as on the CPU.
+// false: op is not defined for T (nothing launched); the domains are ops.h's, as on the CPU.
 template <class T>
-bool unary_typed(UOp op, const TensorArg& x, const TensorArg& out, double p0d, double p1d) {
+bool unary_typed(UnaryOp op, const TensorArg& x, const TensorArg& out, double p0d, double p1d) {
   const T p0 = param<T>(p0d), p1 = param<T>(p1d);
-#define LINEA_UNARY(name) \
-  case UOp::name: return run_map1<T>(x, out, UnaryFn<UOp::name, T>{p0, p1});
-  switch (op) {
-    LINEA_UNARY(Neg) LINEA_UNARY(Abs) LINEA_UNARY(Sign) LINEA_UNARY(Relu) LINEA_UNARY(Clamp) LINEA_UNARY(ClampMask)
-    default: break;
-  }
-  if constexpr (std::is_floating_point_v<T>) {
-    switch (op) {
-      LINEA_UNARY(Exp) LINEA_UNARY(Log) LINEA_UNARY(Sqrt) LINEA_UNARY(Rsqrt) LINEA_UNARY(Tanh)
-      LINEA_UNARY(Sigmoid) LINEA_UNARY(Silu) LINEA_UNARY(PowScalar) LINEA_UNARY(GeluTanh) LINEA_UNARY(GeluErf)
-      LINEA_UNARY(ReluGrad) LINEA_UNARY(SiluGrad) LINEA_UNARY(GeluTanhGrad) LINEA_UNARY(GeluErfGrad)
-      default: break;
-    }
-  }
-#undef LINEA_UNARY
-  return false;
+  return visit(op, [&]<class Op>() {
+    if constexpr (in_domain<T>(Op::domain))
+      return run_map1<T>(x, out, UnaryFn<Op, T>{p0, p1});
+    else
+      return false;
+  });
 }
 
-// false: op is not defined for T. Comparisons for every dtype, arithmetic for all but bool,
-// Div and Pow for floating types only (as on the CPU).
 template <class T>
-bool binary_typed(BOp op, const TensorArg& a, const TensorArg& b, const TensorArg& out) {
-#define LINEA_BINARY(name, O) \
-  case BOp::name: return run_map2<T, O>(a, b, out, BinaryFn<BOp::name, T>{});
-  switch (op) {
-    LINEA_BINARY(Eq, bool) LINEA_BINARY(Ne, bool) LINEA_BINARY(Lt, bool)
-    LINEA_BINARY(Le, bool) LINEA_BINARY(Gt, bool) LINEA_BINARY(Ge, bool)
-    default: break;
-  }
-  if constexpr (!std::is_same_v<T, bool>) {
-    switch (op) {
-      LINEA_BINARY(Add, T) LINEA_BINARY(Sub, T) LINEA_BINARY(Mul, T) LINEA_BINARY(Maximum, T) LINEA_BINARY(Minimum, T)
-      default: break;
-    }
-  }
-  if constexpr (std::is_floating_point_v<T>) {
-    switch (op) {
-      LINEA_BINARY(Div, T) LINEA_BINARY(Pow, T)
-      default: break;
-    }
-  }
-#undef LINEA_BINARY
-  return false;
+bool binary_typed(BinaryOp op, const TensorArg& a, const TensorArg& b, const TensorArg& out) {
+  return visit(op, [&]<class Op>() {
+    if constexpr (in_domain<T>(Op::domain))
+      return run_map2<T, std::conditional_t<Op::domain == Domain::Compare, bool, T>>(a, b, out, BinaryFn<Op, T>{});
+    else
+      return false;
+  });
 }
 
 }  // namespace
@@ -420,8 +319,8 @@ void launch_copy(const TensorArg& src, const TensorArg& dst) {
     });
     return;
   }
-  dispatch_dt(src.dtype, [&]<class S>() {
-    dispatch_dt(dst.dtype, [&]<class D>() {
+  dispatch(src.dtype, [&]<class S>() {
+    dispatch(dst.dtype, [&]<class D>() {
       if constexpr (!std::is_same_v<S, D>)  // same dtype went through dispatch_bits above
         launch(ix, n, Copy<D, S>{static_cast<D*>(dst.data), static_cast<const S*>(src.data)});
     });
@@ -433,7 +332,7 @@ void launch_fill(const TensorArg& dst, double value) {
   if (n == 0) return;
   const TensorArg* ops[1] = {&dst};
   const Indexer<1> ix = make_indexer<1>(ops);
-  dispatch_dt(dst.dtype, [&]<class T>() {
+  dispatch(dst.dtype, [&]<class T>() {
     const T v = static_cast<T>(value);  // converted once on the host, as the CPU does
     using U = Bits<sizeof(T)>;
     U bits;
@@ -442,17 +341,12 @@ void launch_fill(const TensorArg& dst, double value) {
   });
 }
 
-bool launch_unary(UOp op, const TensorArg& x, const TensorArg& out, double p0, double p1) {
-  return dispatch_dt(x.dtype, [&]<class T>() {
-    if constexpr (std::is_same_v<T, bool>)
-      return false;  // no unary op is defined for bool
-    else
-      return unary_typed<T>(op, x, out, p0, p1);
-  });
+bool launch_unary(UnaryOp op, const TensorArg& x, const TensorArg& out, double p0, double p1) {
+  return dispatch(x.dtype, [&]<class T>() { return unary_typed<T>(op, x, out, p0, p1); });
 }
 
-bool launch_binary(BOp op, const TensorArg& a, const TensorArg& b, const TensorArg& out) {
-  return dispatch_dt(a.dtype, [&]<class T>() { return binary_typed<T>(op, a, b, out); });
+bool launch_binary(BinaryOp op, const TensorArg& a, const TensorArg& b, const TensorArg& out) {
+  return dispatch(a.dtype, [&]<class T>() { return binary_typed<T>(op, a, b, out); });
 }
 
 void launch_where(const TensorArg& cond, const TensorArg& a, const TensorArg& b, const TensorArg& out) {

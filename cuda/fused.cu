@@ -228,10 +228,10 @@ __global__ void cumsum_kernel(const T* x, T* out, int64_t outer, int64_t n, int6
 
 // ---------------------------------------------------------------- launchers
 
-void launch_cross_entropy_forward(Dt dt, const void* x, const int64_t* target, int64_t rows, int64_t C,
+void launch_cross_entropy_forward(DType dt, const void* x, const int64_t* target, int64_t rows, int64_t C,
                                   int64_t ignore_index, double eps, double* lse, double* loss) {
   if (rows == 0) return;
-  if (dt == Dt::F32)
+  if (dt == DType::Float32)
     ce_forward_kernel<float><<<row_blocks(rows), kThreads, 0, stream()>>>(static_cast<const float*>(x), target, rows,
                                                                           C, ignore_index, eps, lse, loss);
   else
@@ -239,11 +239,11 @@ void launch_cross_entropy_forward(Dt dt, const void* x, const int64_t* target, i
                                                                            rows, C, ignore_index, eps, lse, loss);
 }
 
-void launch_cross_entropy_backward(Dt dt, const void* x, const int64_t* target, const double* lse,
+void launch_cross_entropy_backward(DType dt, const void* x, const int64_t* target, const double* lse,
                                    const double* weight, int64_t weight_stride, int64_t rows, int64_t C,
                                    int64_t ignore_index, double eps, void* dx) {
   if (rows == 0) return;
-  if (dt == Dt::F32)
+  if (dt == DType::Float32)
     ce_backward_kernel<float><<<row_blocks(rows), kThreads, 0, stream()>>>(
         static_cast<const float*>(x), target, lse, weight, weight_stride, rows, C, ignore_index, eps,
         static_cast<float*>(dx));
@@ -253,63 +253,63 @@ void launch_cross_entropy_backward(Dt dt, const void* x, const int64_t* target, 
         static_cast<double*>(dx));
 }
 
-void launch_adamw_step(Dt dt, const FusedParam* params, int nparams, int64_t nblocks, double beta1, double beta2,
+void launch_adamw_step(DType dt, const FusedParam* params, int nparams, int64_t nblocks, double beta1, double beta2,
                        double eps) {
   if (nparams == 0 || nblocks == 0) return;
   const unsigned grid = static_cast<unsigned>(nblocks);  // the caller keeps nblocks < 2^31
-  if (dt == Dt::F32)
+  if (dt == DType::Float32)
     adamw_kernel<float><<<grid, kThreads, 0, stream()>>>(params, nparams, static_cast<float>(beta1),
                                                          static_cast<float>(beta2), static_cast<float>(eps));
   else
     adamw_kernel<double><<<grid, kThreads, 0, stream()>>>(params, nparams, beta1, beta2, eps);
 }
 
-void launch_sgd_step(Dt dt, const FusedParam* params, int nparams, int64_t nblocks, double momentum, bool nesterov) {
+void launch_sgd_step(DType dt, const FusedParam* params, int nparams, int64_t nblocks, double momentum, bool nesterov) {
   if (nparams == 0 || nblocks == 0) return;
   const unsigned grid = static_cast<unsigned>(nblocks);
-  if (dt == Dt::F32)
+  if (dt == DType::Float32)
     sgd_kernel<float><<<grid, kThreads, 0, stream()>>>(params, nparams, static_cast<float>(momentum), nesterov);
   else
     sgd_kernel<double><<<grid, kThreads, 0, stream()>>>(params, nparams, momentum, nesterov);
 }
 
-void launch_sum(Dt dt, const void* x, int64_t n, bool square, double* partial, double* out) {
+void launch_sum(DType dt, const void* x, int64_t n, bool square, double* partial, double* out) {
   // Launched even for n = 0, so that *out is written (0).
   const auto* xf = static_cast<const float*>(x);
   const auto* xd = static_cast<const double*>(x);
-  if (dt == Dt::F32 && square) sum_partial_kernel<float, true><<<kSumBlocks, kThreads, 0, stream()>>>(xf, n, partial);
-  else if (dt == Dt::F32) sum_partial_kernel<float, false><<<kSumBlocks, kThreads, 0, stream()>>>(xf, n, partial);
+  if (dt == DType::Float32 && square) sum_partial_kernel<float, true><<<kSumBlocks, kThreads, 0, stream()>>>(xf, n, partial);
+  else if (dt == DType::Float32) sum_partial_kernel<float, false><<<kSumBlocks, kThreads, 0, stream()>>>(xf, n, partial);
   else if (square) sum_partial_kernel<double, true><<<kSumBlocks, kThreads, 0, stream()>>>(xd, n, partial);
   else sum_partial_kernel<double, false><<<kSumBlocks, kThreads, 0, stream()>>>(xd, n, partial);
   sum_partials_kernel<<<1, kThreads, 0, stream()>>>(partial, kSumBlocks, out);
 }
 
-void launch_random_uniform(Dt dt, void* out, int64_t n, uint64_t seed, uint64_t offset) {
+void launch_random_uniform(DType dt, void* out, int64_t n, uint64_t seed, uint64_t offset) {
   if (n == 0) return;
   const uint64_t key = rng::stream_key(seed);
-  if (dt == Dt::F32)
+  if (dt == DType::Float32)
     uniform_kernel<float><<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(static_cast<float*>(out), n, key, offset);
   else
     uniform_kernel<double><<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(static_cast<double*>(out), n, key,
                                                                                offset);
 }
 
-void launch_cumsum(Dt dt, const void* x, void* out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+void launch_cumsum(DType dt, const void* x, void* out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
                    bool reverse) {
   const int64_t cols = outer * inner;
   if (cols == 0 || n == 0) return;
   const unsigned grid = blocks_for(cols, kThreads);
   switch (dt) {
-    case Dt::F32:
+    case DType::Float32:
       cumsum_kernel<float><<<grid, kThreads, 0, stream()>>>(static_cast<const float*>(x), static_cast<float*>(out),
                                                             outer, n, inner, exclusive, reverse);
       break;
-    case Dt::F64:
+    case DType::Float64:
       cumsum_kernel<double><<<grid, kThreads, 0, stream()>>>(static_cast<const double*>(x),
                                                              static_cast<double*>(out), outer, n, inner, exclusive,
                                                              reverse);
       break;
-    case Dt::I64:
+    case DType::Int64:
       cumsum_kernel<int64_t><<<grid, kThreads, 0, stream()>>>(static_cast<const int64_t*>(x),
                                                               static_cast<int64_t*>(out), outer, n, inner, exclusive,
                                                               reverse);

@@ -80,21 +80,21 @@ __global__ void index_kernel(Walk w, int64_t total, T* dst, const T* src, const 
 }
 
 template <bool kAdd>
-void launch(const Walk& w, Dt dtype, void* dst, const void* src, const void* idx) {
+void launch(const Walk& w, DType dtype, void* dst, const void* src, const void* idx) {
   const int64_t total = w.numel();
   if (total == 0) return;
   const auto* pi = static_cast<const int64_t*>(idx);
   const unsigned grid = blocks_for(total);
   switch (dtype) {  // the caller admits only these three value types
-    case Dt::F32:
+    case DType::Float32:
       index_kernel<float, kAdd><<<grid, 256, 0, stream()>>>(w, total, static_cast<float*>(dst),
                                                              static_cast<const float*>(src), pi);
       break;
-    case Dt::F64:
+    case DType::Float64:
       index_kernel<double, kAdd><<<grid, 256, 0, stream()>>>(w, total, static_cast<double*>(dst),
                                                               static_cast<const double*>(src), pi);
       break;
-    case Dt::I64:
+    case DType::Int64:
       index_kernel<int64_t, kAdd><<<grid, 256, 0, stream()>>>(w, total, static_cast<int64_t*>(dst),
                                                                static_cast<const int64_t*>(src), pi);
       break;

@@ -23,15 +23,15 @@ struct AttentionShape {
 };
 
 // out = softmax(S) v, lse = logsumexp of S's rows.
-cudaError_t launch_attention_forward(Dt dt, const AttentionShape& s, const void* q, const void* k, const void* v,
+cudaError_t launch_attention_forward(DType dt, const AttentionShape& s, const void* q, const void* k, const void* v,
                                      void* out, void* lse);
 // D = rowsum(dout ∘ out): one number per query row, the softmax Jacobian's correction term.
-cudaError_t launch_attention_row_dot(Dt dt, const AttentionShape& s, const void* out, const void* dout, void* D);
+cudaError_t launch_attention_row_dot(DType dt, const AttentionShape& s, const void* out, const void* dout, void* D);
 // dk = scale · dSᵀ q and dv = Pᵀ dout, one block per key tile (each owns its rows: no atomics).
-cudaError_t launch_attention_dkdv(Dt dt, const AttentionShape& s, const void* q, const void* k, const void* v,
+cudaError_t launch_attention_dkdv(DType dt, const AttentionShape& s, const void* q, const void* k, const void* v,
                                   const void* dout, const void* lse, const void* D, void* dk, void* dv);
 // dq = scale · dS k, one block per query tile: a separate pass, so dq is deterministic.
-cudaError_t launch_attention_dq(Dt dt, const AttentionShape& s, const void* q, const void* k, const void* v,
+cudaError_t launch_attention_dq(DType dt, const AttentionShape& s, const void* q, const void* k, const void* v,
                                 const void* dout, const void* lse, const void* D, void* dq);
 
 }  // namespace linea::cuda

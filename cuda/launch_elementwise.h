@@ -4,16 +4,9 @@
 // check_launch after. Operands share out's shape (broadcast inputs have stride 0).
 #pragma once
 #include "linea/cuda/device_abi.h"
+#include "linea/tensor/ops.h"
 
 namespace linea::cuda {
-
-// Mirrors of linea::UnaryOp / linea::BinaryOp (tensor/backend.h cannot be included by nvcc);
-// cuda_elementwise.cpp static_asserts that every value matches.
-enum class UOp : int {
-  Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, GeluTanh, GeluErf, Silu, Abs, Sign,
-  PowScalar, Clamp, ReluGrad, GeluTanhGrad, GeluErfGrad, SiluGrad, ClampMask,
-};
-enum class BOp : int { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
 
 // dst = cast(src) elementwise, any strides and any pair of dtypes (the CPU's static_cast; a bool
 // result is x != 0).
@@ -21,13 +14,11 @@ void launch_copy(const TensorArg& src, const TensorArg& dst);
 // dst = static_cast<dtype>(value), any strides.
 void launch_fill(const TensorArg& dst, double value);
 // out (contiguous, x's dtype) = op(x; p0, p1). Returns false, launching nothing, when op is not
-// defined for x's dtype (the CPU's rules: nothing for bool, only Neg/Abs/Sign/Relu/Clamp/ClampMask
-// for integers).
-bool launch_unary(UOp op, const TensorArg& x, const TensorArg& out, double p0, double p1);
+// defined for x's dtype (ops.h's domains, as on the CPU).
+bool launch_unary(UnaryOp op, const TensorArg& x, const TensorArg& out, double p0, double p1);
 // out (contiguous) = op(a, b); a and b share a dtype, out is Bool for comparisons. Returns false,
-// launching nothing, when op is not defined for the dtype (bool: comparisons only; integers: no
-// Div or Pow).
-bool launch_binary(BOp op, const TensorArg& a, const TensorArg& b, const TensorArg& out);
+// launching nothing, when op is not defined for the dtype (ops.h's domains).
+bool launch_binary(BinaryOp op, const TensorArg& a, const TensorArg& b, const TensorArg& out);
 // out (contiguous) = cond ? a : b; cond is Bool, a, b and out share a dtype.
 void launch_where(const TensorArg& cond, const TensorArg& a, const TensorArg& b, const TensorArg& out);
 

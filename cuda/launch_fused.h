@@ -11,9 +11,9 @@ namespace linea::cuda {
 
 // Backend::cross_entropy_forward / _backward on x [rows, C] (dt F32 or F64). weight has
 // `weight_stride` elements between rows (0: one weight for all rows).
-void launch_cross_entropy_forward(Dt dt, const void* x, const int64_t* target, int64_t rows, int64_t C,
+void launch_cross_entropy_forward(DType dt, const void* x, const int64_t* target, int64_t rows, int64_t C,
                                   int64_t ignore_index, double eps, double* lse, double* loss);
-void launch_cross_entropy_backward(Dt dt, const void* x, const int64_t* target, const double* lse,
+void launch_cross_entropy_backward(DType dt, const void* x, const int64_t* target, const double* lse,
                                    const double* weight, int64_t weight_stride, int64_t rows, int64_t C,
                                    int64_t ignore_index, double eps, void* dx);
 
@@ -39,22 +39,22 @@ inline int64_t fused_blocks(int64_t n) { return (n + kFusedChunk - 1) / kFusedCh
 
 // `params` (device memory) holds `nparams` entries of one dtype dt, with first_block filled in;
 // `nblocks` is the sum of fused_blocks(n) over them.
-void launch_adamw_step(Dt dt, const FusedParam* params, int nparams, int64_t nblocks, double beta1, double beta2,
+void launch_adamw_step(DType dt, const FusedParam* params, int nparams, int64_t nblocks, double beta1, double beta2,
                        double eps);
-void launch_sgd_step(Dt dt, const FusedParam* params, int nparams, int64_t nblocks, double momentum, bool nesterov);
+void launch_sgd_step(DType dt, const FusedParam* params, int nparams, int64_t nblocks, double momentum, bool nesterov);
 
 // *out = Σ x_i² (square) or Σ x_i, in double, over n contiguous elements (dt F32 or F64). Two
 // kernels: kSumBlocks blocks write partial sums to `partial` (device memory for that many
 // doubles), one block adds them. The grid is fixed, so the order of the sum (and the result) is
 // the same on every run and every GPU. Used for sum_squares and cross-entropy's total.
 inline constexpr int kSumBlocks = 512;
-void launch_sum(Dt dt, const void* x, int64_t n, bool square, double* partial, double* out);
+void launch_sum(DType dt, const void* x, int64_t n, bool square, double* partial, double* out);
 
 // out[i] = u(seed, offset + i), i < n (dt F32 or F64), tensor/counter_rng.h.
-void launch_random_uniform(Dt dt, void* out, int64_t n, uint64_t seed, uint64_t offset);
+void launch_random_uniform(DType dt, void* out, int64_t n, uint64_t seed, uint64_t offset);
 
 // Backend::cumsum over contiguous [outer, n, inner] (dt F32, F64 or I64).
-void launch_cumsum(Dt dt, const void* x, void* out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+void launch_cumsum(DType dt, const void* x, void* out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
                    bool reverse);
 
 }  // namespace linea::cuda

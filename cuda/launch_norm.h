@@ -12,7 +12,7 @@
 namespace linea::cuda {
 
 // out = (x - mean) * rstd * weight + bias; writes mean (center only) and rstd per row.
-const char* launch_norm_forward(Dt dtype, bool center, const void* x, const void* weight, const void* bias, double eps,
+const char* launch_norm_forward(DType dtype, bool center, const void* x, const void* weight, const void* bias, double eps,
                                 void* out, void* mean, void* rstd, int64_t rows, int64_t n);
 
 // dweight / dbias are sums over rows: each of `splits` blocks of rows writes its partial sums
@@ -26,7 +26,7 @@ NormParamsPlan plan_norm_params(int64_t rows, int64_t n);
 
 // Writes dx (when rows > 0), and dweight / dbias where they are not nullptr (scratch then holds
 // plan.scratch_bytes).
-const char* launch_norm_backward(Dt dtype, bool center, const void* dy, const void* x, const void* weight,
+const char* launch_norm_backward(DType dtype, bool center, const void* dy, const void* x, const void* weight,
                                  const void* mean, const void* rstd, void* dx, void* dweight, void* dbias,
                                  int64_t rows, int64_t n, const NormParamsPlan& plan, void* scratch);
 

@@ -6,11 +6,10 @@
 #include <cstdint>
 
 #include "linea/cuda/device_abi.h"
+#include "linea/tensor/ops.h"
 
 namespace linea::cuda {
 
-// linea::ReduceOp, in the same order (cuda_reduce.cpp static_asserts the match).
-enum class Red : uint8_t { Sum, Max, Min, ArgMax, LogSumExp };
 
 // How a reduction of x [outer, n, inner] is laid out on the GPU. When there are too few outputs
 // to fill the GPU, n is cut into `splits` pieces reduced in parallel into partial results
@@ -22,16 +21,16 @@ struct ReducePlan {
   int64_t piece = 0;     // elements of n per piece
   std::size_t scratch_bytes = 0;
 };
-ReducePlan plan_reduce(Red op, Dt dtype, int64_t outer, int64_t n, int64_t inner);
+ReducePlan plan_reduce(ReduceOp op, DType dtype, int64_t outer, int64_t n, int64_t inner);
 
 // out[outer, inner] (int64 for ArgMax, else dtype) from a contiguous x; scratch holds
 // plan.scratch_bytes. LogSumExp takes F32/F64 only (checked by the caller).
-const char* launch_reduce(Red op, Dt dtype, const void* x, void* out, int64_t outer, int64_t n, int64_t inner,
+const char* launch_reduce(ReduceOp op, DType dtype, const void* x, void* out, int64_t outer, int64_t n, int64_t inner,
                           const ReducePlan& plan, void* scratch);
 
 // Row-wise softmax / log_softmax over rows of length n (F32/F64), and its backward.
-const char* launch_softmax(Dt dtype, const void* x, void* out, int64_t rows, int64_t n, bool log);
-const char* launch_softmax_backward(Dt dtype, const void* y, const void* dy, void* dx, int64_t rows, int64_t n,
+const char* launch_softmax(DType dtype, const void* x, void* out, int64_t rows, int64_t n, bool log);
+const char* launch_softmax_backward(DType dtype, const void* y, const void* dy, void* dx, int64_t rows, int64_t n,
                                     bool log);
 
 }  // namespace linea::cuda

@@ -428,7 +428,7 @@ void causal_dkv(const void* q, const void* k, const void* v, const void* g, cons
 // The launchers: a switch on the dtype (float32 / float64; cuda_mhla.cpp has checked it).
 #define LINEA_MHLA_DISPATCH(dt, call)    \
   do {                                   \
-    if ((dt) == Dt::F64) {               \
+    if ((dt) == DType::Float64) {               \
       using T = double;                  \
       call;                              \
     } else {                             \
@@ -437,47 +437,47 @@ void causal_dkv(const void* q, const void* k, const void* v, const void* g, cons
     }                                    \
   } while (0)
 
-void launch_mhla_summaries(Dt dt, const MhlaOperand& x, const MhlaOperand& y, void* out, int64_t BH, int64_t N,
+void launch_mhla_summaries(DType dt, const MhlaOperand& x, const MhlaOperand& y, void* out, int64_t BH, int64_t N,
                            int64_t L) {
   LINEA_MHLA_DISPATCH(dt, summaries<T>(x, y, out, BH, N, L));
 }
 
-void launch_mhla_apply(Dt dt, const MhlaOperand& x, const void* z, int64_t zblock, int64_t zr, int64_t zc,
+void launch_mhla_apply(DType dt, const MhlaOperand& x, const void* z, int64_t zblock, int64_t zr, int64_t zc,
                        int ncols, MhlaEpilogue epi, void* out, void* r, const void* aux, int fm, double eps,
                        int64_t BH, int64_t N, int64_t L) {
   LINEA_MHLA_DISPATCH(dt, apply<T>(x, z, zblock, zr, zc, ncols, epi, out, r, aux, fm, eps, BH, N, L));
 }
 
-void launch_mhla_delta(Dt dt, const void* g, const void* o, const void* r, void* delta, int64_t rows, int dv) {
+void launch_mhla_delta(DType dt, const void* g, const void* o, const void* r, void* delta, int64_t rows, int dv) {
   LINEA_MHLA_DISPATCH(dt, (delta_kernel<T><<<blocks_for(rows), 256, 0, stream()>>>(
                               static_cast<const T*>(g), static_cast<const T*>(o), static_cast<const T*>(r),
                               static_cast<T*>(delta), rows, dv)));
 }
 
-void launch_mhla_strict_lower(Dt dt, const void* w, void* mixer, int64_t M, double scale) {
+void launch_mhla_strict_lower(DType dt, const void* w, void* mixer, int64_t M, double scale) {
   LINEA_MHLA_DISPATCH(dt, (strict_lower_kernel<T><<<blocks_for(M * M), 256, 0, stream()>>>(
                               static_cast<const T*>(w), static_cast<T*>(mixer), M, static_cast<T>(scale))));
 }
 
-void launch_mhla_causal_out(Dt dt, const void* q, const void* k, const void* v, const void* sp, const void* w,
+void launch_mhla_causal_out(DType dt, const void* q, const void* k, const void* v, const void* sp, const void* w,
                             double scale, int fm, double eps, void* out, int64_t BH, int64_t N, int64_t C, int d,
                             int dv) {
   LINEA_MHLA_DISPATCH(dt, causal_out<T>(q, k, v, sp, w, scale, fm, eps, out, BH, N, C, d, dv));
 }
 
-void launch_mhla_causal_dq(Dt dt, const void* q, const void* k, const void* v, const void* g, const void* sp,
+void launch_mhla_causal_dq(DType dt, const void* q, const void* k, const void* v, const void* g, const void* sp,
                            const void* w, double scale, int fm, double eps, void* dq, void* dwd, int64_t BH,
                            int64_t N, int64_t C, int d, int dv) {
   LINEA_MHLA_DISPATCH(dt, causal_dq<T>(q, k, v, g, sp, w, scale, fm, eps, dq, dwd, BH, N, C, d, dv));
 }
 
-void launch_mhla_causal_dkv(Dt dt, const void* q, const void* k, const void* v, const void* g, const void* ds,
+void launch_mhla_causal_dkv(DType dt, const void* q, const void* k, const void* v, const void* g, const void* ds,
                             const void* w, double scale, int fm, double eps, void* dk, void* dv_out, int64_t BH,
                             int64_t N, int64_t C, int d, int dv) {
   LINEA_MHLA_DISPATCH(dt, causal_dkv<T>(q, k, v, g, ds, w, scale, fm, eps, dk, dv_out, BH, N, C, d, dv));
 }
 
-void launch_mhla_causal_dmix(Dt dt, const void* raw, const void* dwd, void* dmix, int64_t M, int64_t BH, int64_t N,
+void launch_mhla_causal_dmix(DType dt, const void* raw, const void* dwd, void* dmix, int64_t M, int64_t BH, int64_t N,
                              int64_t C, double scale) {
   LINEA_MHLA_DISPATCH(dt, (causal_dmix_kernel<T><<<blocks_for(M * M), 256, 0, stream()>>>(
                               static_cast<const T*>(raw), static_cast<const T*>(dwd), static_cast<T*>(dmix), M, BH,

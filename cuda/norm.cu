@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kThreads) norm_params_finish(const double* __r
 // f.template operator()<T, Center, G>() for the dtype, the norm kind, and the group size that
 // suits rows of length n.
 template <class F>
-const char* with_norm(Dt dtype, bool center, int64_t n, F&& f) {
+const char* with_norm(DType dtype, bool center, int64_t n, F&& f) {
   auto by_type = [&]<class T>() {
     auto by_center = [&]<bool C>() {
       if (n <= kWarpRowMax) return f.template operator()<T, C, 32>();
@@ -145,12 +145,12 @@ const char* with_norm(Dt dtype, bool center, int64_t n, F&& f) {
     };
     return center ? by_center.template operator()<true>() : by_center.template operator()<false>();
   };
-  return dtype == Dt::F64 ? by_type.template operator()<double>() : by_type.template operator()<float>();
+  return dtype == DType::Float64 ? by_type.template operator()<double>() : by_type.template operator()<float>();
 }
 
 }  // namespace
 
-const char* launch_norm_forward(Dt dtype, bool center, const void* x, const void* weight, const void* bias, double eps,
+const char* launch_norm_forward(DType dtype, bool center, const void* x, const void* weight, const void* bias, double eps,
                                 void* out, void* mean, void* rstd, int64_t rows, int64_t n) {
   if (rows == 0) return "norm_forward_rows";  // nothing to write (n == 0 means rows == 0)
   return with_norm(dtype, center, n, [&]<class T, bool C, int G>() {
@@ -173,7 +173,7 @@ NormParamsPlan plan_norm_params(int64_t rows, int64_t n) {
   return plan;
 }
 
-const char* launch_norm_backward(Dt dtype, bool center, const void* dy, const void* x, const void* weight,
+const char* launch_norm_backward(DType dtype, bool center, const void* dy, const void* x, const void* weight,
                                  const void* mean, const void* rstd, void* dx, void* dweight, void* dbias,
                                  int64_t rows, int64_t n, const NormParamsPlan& plan, void* scratch) {
   if (n == 0) return "norm_backward_rows";  // no elements, no columns: nothing to write

@@ -172,32 +172,25 @@ __global__ void __launch_bounds__(kThreads) reduce_merge(const typename R::State
 // f.template operator()<R, T>() for the reducer of `op` over element type `dtype`. LogSumExp
 // exists for F32/F64 only; other dtypes get a default-constructed result (the caller rejects them).
 template <class F>
-auto with_reducer(Red op, Dt dtype, F&& f) {
+auto with_reducer(ReduceOp op, DType dtype, F&& f) {
   auto by_type = [&]<class T>() {
     switch (op) {
-      case Red::Sum: return f.template operator()<SumR<T>, T>();
-      case Red::Max: return f.template operator()<ExtremeR<T, true>, T>();
-      case Red::Min: return f.template operator()<ExtremeR<T, false>, T>();
-      case Red::ArgMax: return f.template operator()<ArgMaxR<T>, T>();
-      case Red::LogSumExp:
+      case ReduceOp::Sum: return f.template operator()<SumR<T>, T>();
+      case ReduceOp::Max: return f.template operator()<ExtremeR<T, true>, T>();
+      case ReduceOp::Min: return f.template operator()<ExtremeR<T, false>, T>();
+      case ReduceOp::ArgMax: return f.template operator()<ArgMaxR<T>, T>();
+      case ReduceOp::LogSumExp:
         if constexpr (std::is_floating_point_v<T>) return f.template operator()<LogSumExpR<T>, T>();
         break;
     }
     return decltype(f.template operator()<SumR<T>, T>()){};
   };
-  switch (dtype) {
-    case Dt::F32: return by_type.template operator()<float>();
-    case Dt::F64: return by_type.template operator()<double>();
-    case Dt::I64: return by_type.template operator()<int64_t>();
-    case Dt::Bool: return by_type.template operator()<bool>();
-    case Dt::U8: break;
-  }
-  return by_type.template operator()<uint8_t>();
+  return dispatch(dtype, by_type);
 }
 
 }  // namespace
 
-ReducePlan plan_reduce(Red op, Dt dtype, int64_t outer, int64_t n, int64_t inner) {
+ReducePlan plan_reduce(ReduceOp op, DType dtype, int64_t outer, int64_t n, int64_t inner) {
   ReducePlan plan;
   // How many pieces to cut n into: enough for `want` workers in all, each piece >= min_piece.
   auto split = [&](int64_t want, int64_t min_piece) {
@@ -222,7 +215,7 @@ ReducePlan plan_reduce(Red op, Dt dtype, int64_t outer, int64_t n, int64_t inner
   return plan;
 }
 
-const char* launch_reduce(Red op, Dt dtype, const void* x, void* out, int64_t outer, int64_t n, int64_t inner,
+const char* launch_reduce(ReduceOp op, DType dtype, const void* x, void* out, int64_t outer, int64_t n, int64_t inner,
                           const ReducePlan& plan, void* scratch) {
   return with_reducer(op, dtype, [&]<class R, class T>() -> const char* {
     using Out = typename R::Out;
@@ -310,17 +303,17 @@ __global__ void __launch_bounds__(kThreads) softmax_backward_rows(const T* __res
 
 // f.template operator()<T, G>() for a float dtype and the group size that suits rows of length n.
 template <class F>
-const char* with_float_rows(Dt dtype, int64_t n, F&& f) {
+const char* with_float_rows(DType dtype, int64_t n, F&& f) {
   auto by_group = [&]<class T>() {
     if (n <= kWarpRowMax) return f.template operator()<T, 32>();
     return f.template operator()<T, kThreads>();
   };
-  return dtype == Dt::F64 ? by_group.template operator()<double>() : by_group.template operator()<float>();
+  return dtype == DType::Float64 ? by_group.template operator()<double>() : by_group.template operator()<float>();
 }
 
 }  // namespace
 
-const char* launch_softmax(Dt dtype, const void* x, void* out, int64_t rows, int64_t n, bool log) {
+const char* launch_softmax(DType dtype, const void* x, void* out, int64_t rows, int64_t n, bool log) {
   return with_float_rows(dtype, n, [&]<class T, int G>() {
     softmax_rows<T, G><<<group_blocks(rows, G), kThreads, 0, stream()>>>(static_cast<const T*>(x),
                                                                          static_cast<T*>(out), rows, n, log);
@@ -328,7 +321,7 @@ const char* launch_softmax(Dt dtype, const void* x, void* out, int64_t rows, int
   });
 }
 
-const char* launch_softmax_backward(Dt dtype, const void* y, const void* dy, void* dx, int64_t rows, int64_t n,
+const char* launch_softmax_backward(DType dtype, const void* y, const void* dy, void* dx, int64_t rows, int64_t n,
                                     bool log) {
   return with_float_rows(dtype, n, [&]<class T, int G>() {
     softmax_backward_rows<T, G><<<group_blocks(rows, G), kThreads, 0, stream()>>>(

@@ -22,10 +22,10 @@ bool is_available() {
   return available;
 }
 
-Backend* backend_if_available() { return is_available() ? &instance() : nullptr; }
 
 void synchronize() {
   if (is_available()) LINEA_CUDA_CHECK(cudaStreamSynchronize(stream()));
 }
 
 }  // namespace linea::cuda
+

@@ -6,18 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace linea {
-class Backend;
-}
-
 namespace linea::cuda {
 
 bool is_available();  // at least one usable CUDA device
 int device_count();   // number of usable CUDA devices, 0 when none
-
-// The CUDA backend when this build has one and a device is present, else nullptr
-// (tensor/backend.cpp asks this the first time a CUDA tensor needs kernels).
-Backend* backend_if_available();
 
 // The caching allocator (cuda/allocator.cpp). Freed device blocks go back to per-size-class free
 // lists instead of cudaFree, so a training step reuses last step's memory without a device sync.

@@ -5,7 +5,6 @@ namespace linea::cuda {
 
 int device_count() { return 0; }
 bool is_available() { return false; }
-Backend* backend_if_available() { return nullptr; }
 MemoryStats memory_stats() { return {}; }
 void reset_peak_stats() {}
 void empty_cache() {}

@@ -2,32 +2,29 @@
 
 #include <array>
 
-#include "linea/cuda/runtime.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 
 namespace linea {
 
 namespace {
-std::array<Backend*, 2>& registry() {
-  static std::array<Backend*, 2> r{};
-  return r;
+// A function-local static: built on first use, so a registration from another file's static
+// initializer finds it constructed, whatever the order of initialisation.
+std::array<BackendProvider, 2>& providers() {
+  static std::array<BackendProvider, 2> p{};
+  return p;
 }
 }  // namespace
 
-void register_backend(DeviceType type, Backend* b) { registry()[static_cast<int>(type)] = b; }
+void register_backend(DeviceType type, BackendProvider provider) { providers()[static_cast<int>(type)] = provider; }
 
 Backend& backend(Device device) {
   if (device.is_cpu()) return cpu::instance();
   LINEA_CHECK(device.index == 0, "[backend] only one GPU (cuda:0) is supported, got {}", device);
-  Backend* b = registry()[static_cast<int>(device.type)];
-  if (b == nullptr && device.is_cuda()) {
-    // The CUDA backend registers itself on first use, once the runtime has found a device.
-    b = cuda::backend_if_available();
-    if (b != nullptr) register_backend(DeviceType::CUDA, b);
-  }
+  const BackendProvider provider = providers()[static_cast<int>(device.type)];
+  Backend* b = provider != nullptr ? provider() : nullptr;
   LINEA_CHECK(b != nullptr, "[backend] no backend for device {}: {}", device,
               device.is_cuda() ? "this build or machine has no CUDA support (see linea::cuda::is_available())"
-                               : "the CPU backend was not registered");
+                               : "no backend registered for this device type");
   return *b;
 }
 

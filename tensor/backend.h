@@ -7,30 +7,16 @@
 // - `out` is always a fresh contiguous tensor allocated by the caller, with the right shape/dtype.
 // - inputs may be arbitrary strided views (broadcast inputs have stride 0), already expanded to
 //   the shape the kernel expects; all operands are on the kernel's device.
+// The op enums (UnaryOp, BinaryOp, ReduceOp) and the elementwise formulas are in ops.h.
 #pragma once
 #include <cstddef>
 #include <memory>
 #include <vector>
 
+#include "linea/tensor/ops.h"
 #include "linea/tensor/tensor.h"
 
 namespace linea {
-
-enum class UnaryOp {
-  Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, GeluTanh, GeluErf, Silu, Abs, Sign,
-  PowScalar,   // x ** p0
-  Clamp,       // min(max(x, p0), p1)
-  // Derivatives evaluated at x, used by backward formulas:
-  ReluGrad, GeluTanhGrad, GeluErfGrad, SiluGrad,
-  ClampMask,   // 1 where p0 <= x <= p1 else 0
-};
-
-enum class BinaryOp {
-  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
-  Eq, Ne, Lt, Le, Gt, Ge,  // comparisons write a Bool output
-};
-
-enum class ReduceOp { Sum, Max, Min, ArgMax, LogSumExp };
 
 class Backend {
  public:
@@ -203,9 +189,14 @@ class Backend {
                                   const Tensor& dk, const Tensor& dv) = 0;
 };
 
-// The backend for a device; throws a linea::Error when none is registered (e.g. CUDA in a
-// CPU-only build or on a machine without a GPU).
+// The backend for a device; throws a linea::Error when there is none (CUDA in a CPU-only build or
+// on a machine without a GPU).
 Backend& backend(Device device);
-void register_backend(DeviceType type, Backend* b);
+
+// A device's backend registers itself here (cuda/ does, from a static initializer in
+// cuda/runtime.cpp), so tensor/ never names another device's code. `provider` is asked each time
+// a tensor on that device type needs kernels; it answers nullptr when the device is absent.
+using BackendProvider = Backend* (*)();
+void register_backend(DeviceType type, BackendProvider provider);
 
 }  // namespace linea

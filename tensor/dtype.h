@@ -1,11 +1,10 @@
 // Element types. float32 is the default; float64 is what gradient checks run in; int64 holds
-// indices and labels; bool/uint8 hold masks.
+// indices and labels; bool/uint8 hold masks. Plain C++ (no fmt): nvcc compiles it too; the fmt
+// formatter for DType is in error.h.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
-
-#include "linea/tensor/error.h"
 
 namespace linea {
 
@@ -65,6 +64,11 @@ constexpr DType promote(DType a, DType b) {
   return rank(a) >= rank(b) ? a : b;
 }
 
+// Throws the linea::Error "[op] expected a floating dtype (float32 or float64), got <t>" (or
+// "unknown dtype" for a value outside the enum); out of line (tensor/shape.cpp) so that this
+// header needs neither fmt nor error.h.
+[[noreturn]] void dtype_error(std::string_view op, DType t);
+
 // dispatch(dtype, [&]<class T>() { ... }) calls the lambda with T = the C++ element type.
 template <class F>
 decltype(auto) dispatch(DType t, F&& f) {
@@ -75,7 +79,7 @@ decltype(auto) dispatch(DType t, F&& f) {
     case DType::Bool: return f.template operator()<bool>();
     case DType::UInt8: return f.template operator()<uint8_t>();
   }
-  throw Error("[dispatch] unknown dtype");
+  dtype_error("dispatch", t);
 }
 
 // Same, restricted to float32/float64; `op` names the caller in the error.
@@ -86,14 +90,7 @@ decltype(auto) dispatch_floating(DType t, std::string_view op, F&& f) {
     case DType::Float64: return f.template operator()<double>();
     default: break;
   }
-  throw Error(fmt::format("[{}] expected a floating dtype (float32 or float64), got {}", op, dtype_name(t)));
+  dtype_error(op, t);
 }
 
 }  // namespace linea
-
-template <>
-struct fmt::formatter<linea::DType> : fmt::formatter<std::string_view> {
-  auto format(linea::DType t, format_context& ctx) const {
-    return fmt::formatter<std::string_view>::format(linea::dtype_name(t), ctx);
-  }
-};

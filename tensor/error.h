@@ -1,11 +1,15 @@
 // linea::Error — the one exception type the library throws. Messages start with "[op]" and
 // name the shapes / dtypes / devices involved, so a user can see what went wrong where.
+// Host code only: LINEA_CHECK formats with fmt, which nvcc cannot compile. What the CUDA kernels
+// share with the rest (dtype.h, ops.h) includes neither fmt nor this header.
 #pragma once
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <stdexcept>
 #include <string>
+
+#include "linea/tensor/dtype.h"
 
 namespace linea {
 
@@ -21,3 +25,10 @@ class Error : public std::runtime_error {
   do {                                                          \
     if (!(cond)) throw ::linea::Error(fmt::format(__VA_ARGS__)); \
   } while (0)
+
+template <>
+struct fmt::formatter<linea::DType> : fmt::formatter<std::string_view> {
+  auto format(linea::DType t, format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(linea::dtype_name(t), ctx);
+  }
+};

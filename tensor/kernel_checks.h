@@ -172,21 +172,6 @@ inline void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx
 
 // ---- elementwise ----
 
-// The name an op's errors carry (the user-facing op that launched it).
-inline const char* unary_name(UnaryOp op) {
-  static constexpr const char* names[] = {
-      "neg",  "exp",  "log",       "sqrt",           "rsqrt",         "tanh",      "sigmoid",
-      "relu", "gelu", "gelu",      "silu",           "abs",           "sign",      "pow",
-      "clamp", "relu_grad", "gelu_tanh_grad", "gelu_erf_grad", "silu_grad", "clamp_mask"};
-  return names[static_cast<int>(op)];
-}
-
-inline const char* binary_name(BinaryOp op) {
-  static constexpr const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                          "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
-  return names[static_cast<int>(op)];
-}
-
 inline void elementwise_out(const char* op, const Tensor& out, const Tensor& in) {
   LINEA_CHECK(out.is_contiguous() && out.shape() == in.shape(),
               "[{}] internal: out (shape {}) must be contiguous and shaped like the input {}", op,
@@ -194,17 +179,17 @@ inline void elementwise_out(const char* op, const Tensor& out, const Tensor& in)
 }
 
 inline void unary(UnaryOp op, const Tensor& x, const Tensor& out) {
-  elementwise_out(unary_name(op), out, x);
-  LINEA_CHECK(out.dtype() == x.dtype(), "[{}] internal: out dtype {} differs from input dtype {}", unary_name(op),
+  elementwise_out(op_name(op), out, x);
+  LINEA_CHECK(out.dtype() == x.dtype(), "[{}] internal: out dtype {} differs from input dtype {}", op_name(op),
               out.dtype(), x.dtype());
 }
 
 inline void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  elementwise_out(binary_name(op), out, a);
-  elementwise_out(binary_name(op), out, b);
-  const bool compare = op >= BinaryOp::Eq;
+  elementwise_out(op_name(op), out, a);
+  elementwise_out(op_name(op), out, b);
+  const bool compare = op_domain(op) == Domain::Compare;
   LINEA_CHECK(a.dtype() == b.dtype() && out.dtype() == (compare ? DType::Bool : a.dtype()),
-              "[{}] internal: dtypes {}, {} -> {} do not match", binary_name(op), a.dtype(), b.dtype(), out.dtype());
+              "[{}] internal: dtypes {}, {} -> {} do not match", op_name(op), a.dtype(), b.dtype(), out.dtype());
 }
 
 inline void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -219,12 +204,12 @@ inline void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Te
 // The errors for a dtype an op has no kernel for: most unary ops are floating-only, and bool has
 // no arithmetic.
 [[noreturn]] inline void unary_unsupported(UnaryOp op, DType t) {
-  LINEA_CHECK(t != DType::Bool, "[{}] not defined for bool tensors", unary_name(op));
-  throw Error(fmt::format("[{}] expected a floating dtype (float32 or float64), got {}", unary_name(op), t));
+  LINEA_CHECK(t != DType::Bool, "[{}] not defined for bool tensors", op_name(op));
+  throw Error(fmt::format("[{}] expected a floating dtype (float32 or float64), got {}", op_name(op), t));
 }
 
 [[noreturn]] inline void binary_unsupported(BinaryOp op, DType t) {
-  throw Error(fmt::format("[{}] not supported for dtype {}{}", binary_name(op), t,
+  throw Error(fmt::format("[{}] not supported for dtype {}{}", op_name(op), t,
                           t == DType::Bool ? "" : " (needs float32 or float64)"));
 }
 

@@ -71,6 +71,8 @@ std::vector<UnaryCase> unary_cases() {
       {"gelu_erf", [](const Tensor& x) { return gelu(x); }, gelu_erf_ref, -4, 4},
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); }, gelu_tanh_ref, -4, 4},
       {"silu", [](const Tensor& x) { return silu(x); }, [](double x) { return x * sigmoid_ref(x); }, -6, 6},
+      {"softplus", [](const Tensor& x) { return softplus(x); }, [](double x) { return std::log1p(std::exp(x)); },
+       -30, 30},
       {"abs", [](const Tensor& x) { return abs(x); }, [](double x) { return std::abs(x); }, -2, 2},
       {"pow2.5", [](const Tensor& x) { return pow(x, 2.5); }, [](double x) { return std::pow(x, 2.5); }, 0.1, 3},
       {"pow-1.5", [](const Tensor& x) { return pow(x, -1.5); }, [](double x) { return std::pow(x, -1.5); }, 0.2, 3},
@@ -108,26 +110,28 @@ TEST_CASE("clamp passes the gradient inside [lo, hi] and blocks it outside; abs'
   CHECK(allclose(z.grad(), from_vector<double>({-1, 0, 1})));
 }
 
-TEST_CASE("sigmoid, silu and gelu stay finite and exact at large |x|") {
+TEST_CASE("sigmoid, silu, gelu and softplus stay finite and exact at large |x|") {
   for (DType dt : {float32, float64}) {
     CAPTURE(dtype_name(dt));
     Tensor x = from_vector<double>({-1000, -100, 100, 1000}).to(dt);
     CHECK(allclose(sigmoid(x), from_vector<double>({0, sigmoid_ref(-100), 1, 1}), 1e-30, 1e-7));
     CHECK(allclose(silu(x), from_vector<double>({0, 0, 100, 1000}), 1e-30, 1e-7));
+    CHECK(allclose(softplus(x), from_vector<double>({0, std::log1p(std::exp(-100.0)), 100, 1000}), 1e-30, 1e-7));
     CHECK(gelu(x).to_vector() == std::vector<double>{-0.0, -0.0, 100, 1000});
     CHECK(gelu(x, GeluApprox::Tanh).to_vector() == std::vector<double>{-0.0, -0.0, 100, 1000});
     // The derivatives: 0 far left, 1 far right, never NaN (x^2 overflows float32 at 1e20).
     Tensor big = from_vector<double>({-1e20, -1000, 1000, 1e20}).to(dt).requires_grad_();
     const std::vector<double> expect = {0, 0, 1, 1};
-    for (int form = 0; form < 4; ++form) {
+    for (int form = 0; form < 5; ++form) {
       big.zero_grad();
       Tensor y = form == 0   ? gelu(big)
                  : form == 1 ? gelu(big, GeluApprox::Tanh)
                  : form == 2 ? silu(big)
+                 : form == 3 ? softplus(big)
                              : sigmoid(big);
       sum(y).backward();
       CAPTURE(form);
-      CHECK(big.grad().to_vector() == (form == 3 ? std::vector<double>{0, 0, 0, 0} : expect));
+      CHECK(big.grad().to_vector() == (form == 4 ? std::vector<double>{0, 0, 0, 0} : expect));
     }
   }
 }
