@@ -182,10 +182,7 @@ StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
   t = std::chrono::steady_clock::now();
   optimizer->set_lr(lr());
   optimizer->step();
-  optimizer->zero_grad();
-  // Keep MHLA's mixing weights in [0, 1]: negative weights can drive a normaliser to zero, and
-  // without this projection training collapses (measured with PyTorch on this very model).
-  nn::project_mixing_matrices(*model);
+  optimizer->zero_grad();  // step() also kept MHLA's mix in [0, 1] (its projection, nn/attention.h)
   ++step_;
   s.update_s = seconds_since(t);
 
