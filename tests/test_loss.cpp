@@ -118,7 +118,8 @@ TEST_CASE("cross_entropy: the range check skips ignored rows and names the first
                           .item()));
   CHECK_THROWS_WITH_AS(
       nn::cross_entropy(x, from_vector<int64_t>({-100, 0, 4, 9, 5, 2}, {2, 3})),
-      doctest::Contains("target 9 at flat index 3 is out of range for C = 5 classes (valid: 0..4, or ignore_index -100)"),
+      doctest::Contains("target 9 at flat index 3 is out of range for C = 5 classes "
+                        "(valid: 0..4, or ignore_index -100)"),
       Error);
   CHECK_THROWS_WITH_AS(nn::cross_entropy(x, from_vector<int64_t>({0, 0, 4, 1, 1, -100}, {2, 3}), {.ignore_index = 4}),
                        doctest::Contains("target -100 at flat index 5"), Error);
