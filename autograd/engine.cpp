@@ -1,4 +1,4 @@
-// The backward engine and the autograd members of Tensor.
+// The backward engine (Tensor::backward lands here through autograd/tensor_methods.cpp).
 //
 // backward(): sort the nodes reachable from the root topologically (an explicit stack, so long
 // graphs cannot overflow the call stack), then visit them once each in reverse order, calling
@@ -8,7 +8,6 @@
 
 #include "linea/autograd/graph.h"
 #include "linea/tensor/backend.h"
-#include "linea/tensor/creation.h"
 
 namespace linea::autograd {
 
@@ -136,54 +135,3 @@ void run_backward(const Tensor& root, Tensor grad, bool retain_graph) {
 }
 
 }  // namespace linea::autograd
-
-namespace linea {
-
-using autograd::Meta;
-
-bool Tensor::requires_grad() const {
-  const auto& m = impl().autograd;
-  return m && (m->requires_grad || m->grad_fn);
-}
-
-bool Tensor::is_leaf() const {
-  const auto& m = impl().autograd;
-  return !m || !m->grad_fn;
-}
-
-Tensor& Tensor::requires_grad_(bool on) {
-  LINEA_CHECK(is_leaf(), "[requires_grad_] only leaf tensors can change requires_grad; this one was made by {} "
-              "(use detach() first)", impl().autograd->grad_fn->name);
-  LINEA_CHECK(!on || is_floating(dtype()), "[requires_grad_] only floating tensors can require grad, got {}", dtype());
-  if (!impl().autograd) impl().autograd = std::make_shared<Meta>();
-  impl().autograd->requires_grad = on;
-  return *this;
-}
-
-Tensor Tensor::grad() const {
-  const auto& m = impl().autograd;
-  return m ? m->grad : Tensor();
-}
-
-void Tensor::zero_grad() {
-  if (impl().autograd) impl().autograd->grad = Tensor();
-}
-
-Tensor Tensor::detach() const { return as_strided(shape(), strides(), offset()); }
-
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  LINEA_CHECK(requires_grad(), "[backward] this tensor (shape {}) does not require grad: no input of the ops that "
-              "made it had requires_grad_() set, or it was made under NoGradGuard", shape_str(shape()));
-  Tensor g = gradient;
-  if (!g.defined()) {
-    LINEA_CHECK(numel() == 1, "[backward] a gradient must be passed for a non-scalar output of shape {}",
-                shape_str(shape()));
-    g = ones(shape(), {dtype(), device()});
-  }
-  LINEA_CHECK(g.shape() == shape() && g.dtype() == dtype() && g.device() == device(),
-              "[backward] gradient of shape {} {} on {} does not match the output's shape {} {} on {}",
-              shape_str(g.shape()), g.dtype(), g.device(), shape_str(shape()), dtype(), device());
-  autograd::run_backward(*this, std::move(g), retain_graph);
-}
-
-}  // namespace linea

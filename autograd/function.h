@@ -6,6 +6,7 @@
 // (it runs without recording) and a hand-written backward over the tensors it saved.
 #pragma once
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "linea/autograd/graph.h"
@@ -39,5 +40,29 @@ using CustomBackward = std::function<std::vector<Tensor>(const std::vector<Tenso
 // input (undefined for inputs without one); shapes and dtypes are checked against the inputs.
 Tensor custom_function(std::string name, const std::vector<Tensor>& inputs, const CustomForward& forward,
                        CustomBackward backward);
+
+// Saved tensors with names. A custom_function whose backward needs many tensors keeps them in a
+// struct that lists its fields once, in tensors():
+//   struct Saved { Tensor q, k, s; auto tensors() { return std::tie(q, k, s); } };
+//   forward:  return Forward{out, pack_saved(Saved{.q = q, .k = k, .s = s})};
+//   backward: const auto sv = unpack_saved<Saved>(saved);  ... sv.s ...
+template <class S>
+std::vector<Tensor> pack_saved(S s) {
+  return std::apply([](auto&... t) { return std::vector<Tensor>{t...}; }, s.tensors());
+}
+
+template <class S>
+S unpack_saved(const std::vector<Tensor>& saved) {
+  S s;
+  std::apply(
+      [&](auto&... t) {
+        LINEA_CHECK(saved.size() == sizeof...(t), "[unpack_saved] {} saved tensors for a struct of {}", saved.size(),
+                    sizeof...(t));
+        size_t i = 0;
+        ((t = saved[i++]), ...);
+      },
+      s.tensors());
+  return s;
+}
 
 }  // namespace linea

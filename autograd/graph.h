@@ -44,6 +44,12 @@ void set_grad_enabled(bool on);
 // The engine behind Tensor::backward (autograd/engine.cpp).
 void run_backward(const Tensor& root, Tensor grad, bool retain_graph);
 
+// Installs Tensor's autograd members and views (tensor/tensor_methods.h; autograd/tensor_methods.cpp).
+// Returns true. The inline variable below runs it before main in every program that includes this
+// header (every autograd/ header and <linea/linea.h> do), which also links it in from liblinea.a.
+bool register_tensor_methods();
+inline const bool tensor_methods_registered = register_tensor_methods();
+
 // Sets (or, with an empty hook, removes) the hook a leaf that requires grad calls when its
 // gradient is final in a backward. One hook per leaf; it runs with grad mode off and must not
 // change the gradient's shape or dtype.

@@ -3,40 +3,47 @@
 //   - copy bandwidth: cudaMemcpyAsync of 1 GiB device -> device; (bytes read + bytes written) / time
 //   - matrix rate: linea::matmul of two 8192 x 8192 float32 matrices (2·8192³ FLOPs) at each
 //     matmul precision (tensor/precision.h): Highest (float32 FMA), TF32 and BF16 (tensor cores)
-// Each is the median of repeated runs after a warm-up, timed with CUDA events on linea's stream.
+// Each is the median of repeated samples after a warm-up; a sample times `reps` calls on the host
+// clock between two device-wide synchronisations (so the few microseconds a synchronisation costs
+// are spread over the calls). Only public headers: <linea/linea.h> and the CUDA runtime's own.
 // Usage: bench_ceilings        (prints one skip line and exits 0 without a GPU or in a CPU-only build)
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include <linea/linea.h>
 
 #ifdef LINEA_BENCH_CUDA
-#include <linea/cuda/cuda_backend.h>
+#include <cuda_runtime.h>
+
+#include <chrono>
 
 using namespace linea;
 
 namespace {
 
-// Median milliseconds of `runs` calls of f, each timed by events around it on linea's stream.
-template <class F>
-double median_ms(int warmup, int runs, F&& f) {
-  for (int i = 0; i < warmup; ++i) f();
-  cudaEvent_t start, stop;
-  LINEA_CUDA_CHECK(cudaEventCreate(&start));
-  LINEA_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> ms;
-  for (int i = 0; i < runs; ++i) {
-    LINEA_CUDA_CHECK(cudaEventRecord(start, cuda::stream()));
-    f();
-    LINEA_CUDA_CHECK(cudaEventRecord(stop, cuda::stream()));
-    LINEA_CUDA_CHECK(cudaEventSynchronize(stop));
-    float t = 0;
-    LINEA_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
+// Stops with the CUDA runtime's message when a runtime call fails.
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "bench_ceilings: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
   }
-  LINEA_CUDA_CHECK(cudaEventDestroy(start));
-  LINEA_CUDA_CHECK(cudaEventDestroy(stop));
+}
+
+// Median milliseconds per call of f over `samples` samples of `reps` calls each, after `warmup` calls.
+template <class F>
+double median_ms(int warmup, int samples, int reps, F&& f) {
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // the inputs are ready
+  for (int i = 0; i < warmup; ++i) f();
+  std::vector<double> ms;
+  for (int i = 0; i < samples; ++i) {
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) f();
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps);
+  }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
@@ -49,7 +56,7 @@ int main() {
     return 0;
   }
   cudaDeviceProp prop{};
-  LINEA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   std::printf("bench_ceilings on %s (%d SMs, %.0f GiB)\n", prop.name, prop.multiProcessorCount,
               double(prop.totalGlobalMem) / (1 << 30));
 
@@ -57,8 +64,8 @@ int main() {
   {
     const int64_t n = int64_t(1) << 30;
     const Tensor src = zeros({n}, {DType::UInt8, Device::cuda()}), dst = empty({n}, DType::UInt8, Device::cuda());
-    const double ms = median_ms(3, 20, [&] {
-      LINEA_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), n, cudaMemcpyDeviceToDevice, cuda::stream()));
+    const double ms = median_ms(3, 20, 5, [&] {
+      check(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), n, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync");
     });
     std::printf("%-28s %9.3f ms  %8.1f GB/s  (read + written)\n", "copy d2d 1 GiB", ms, 2.0 * double(n) / ms / 1e6);
   }
@@ -75,7 +82,7 @@ int main() {
         {"matmul 8192^3 BF16", MatmulPrecision::BF16}};
     for (const auto& [label, p] : precisions) {
       AutocastGuard guard(p);
-      const double ms = median_ms(2, 10, [&] { matmul(a, b); });
+      const double ms = median_ms(2, 10, 3, [&] { matmul(a, b); });
       std::printf("%-28s %9.3f ms  %8.1f TFLOP/s\n", label, ms, flops / ms / 1e9);
     }
   }

@@ -240,7 +240,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 
 // nanoGPT's groups: every weight matrix and embedding decays, biases and norm weights do not;
-// neither does MHLA's mixing matrix (a weight average, kept in [1e-5, 1] by project_mix).
+// neither does MHLA's mixing matrix (a weight average, kept in [1e-5, 1] by its projection).
 std::vector<nn::ParamGroup> param_groups(const nn::Module& m, double weight_decay) {
   nn::ParamGroup decay, no_decay;
   decay.weight_decay = weight_decay;
@@ -287,8 +287,7 @@ StepStats Trainer::train_step(const std::function<Tensor()>& loss_fn) {
   if (opts_.grad_clip > 0) s.grad_norm = nn::clip_grad_norm_(trainable_, opts_.grad_clip);
   optimizer->set_lr(lr());
   optimizer->step();
-  optimizer->zero_grad();
-  nn::project_mixing_matrices(*model);  // MHLA: keep the mix a lower-triangular non-negative average
+  optimizer->zero_grad();  // step() also projected MHLA's mix (lower-triangular, in [1e-5, 1])
   ++step_;
   s.update_s = seconds_since(t);
   return s;

@@ -138,12 +138,9 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Counted on the logits' device: only the count comes to the host.
 int64_t count_correct(const Tensor& logits, const Tensor& y) {
-  const std::vector<int64_t> pred = argmax(logits.detach(), 1).to_vector_as<int64_t>();
-  const std::vector<int64_t> truth = y.to_vector_as<int64_t>();
-  int64_t hits = 0;
-  for (size_t i = 0; i < pred.size(); ++i) hits += pred[i] == truth[i];
-  return hits;
+  return static_cast<int64_t>(sum(eq(argmax(logits.detach(), 1), y)).item());
 }
 
 }  // namespace
@@ -182,10 +179,7 @@ StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
   t = std::chrono::steady_clock::now();
   optimizer->set_lr(lr());
   optimizer->step();
-  optimizer->zero_grad();
-  // Keep MHLA's mixing weights in [0, 1]: negative weights can drive a normaliser to zero, and
-  // without this projection training collapses (measured with PyTorch on this very model).
-  nn::project_mixing_matrices(*model);
+  optimizer->zero_grad();  // step() also kept MHLA's mix in [0, 1] (its projection, nn/attention.h)
   ++step_;
   s.update_s = seconds_since(t);
 

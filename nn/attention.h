@@ -111,9 +111,8 @@ struct MHLAConfig {
 class MHLA : public QKVAttention {
  public:
   explicit MHLA(MHLAConfig c);
-  // The projection after each optimizer step (keeps every normaliser positive): mix ← clamp(mix,
-  // 0, 1) (non-causal) or tril(clamp(mix, 1e-5, 1)) (causal), in place, outside autograd.
-  void project_mix();
+  // mix is projected after every optimizer step (nn::set_projection; keeps every normaliser
+  // positive): mix ← clamp(mix, 0, 1) (non-causal) or tril(clamp(mix, 1e-5, 1)) (causal).
   const MHLAConfig& config() const { return cfg_; }
 
   Tensor mix;                            // [M, M], shared by all heads and batch items
@@ -126,8 +125,5 @@ class MHLA : public QKVAttention {
  private:
   MHLAConfig cfg_;
 };
-
-// Calls project_mix() on every MHLA in the module tree (call it after optimizer.step()).
-void project_mixing_matrices(Module& model);
 
 }  // namespace linea::nn

@@ -29,18 +29,22 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, CrossEntropyOp
   const int64_t C = logits.size(-1), rows = targets.numel();
   const Device dev = logits.device();
   const Tensor tgt = targets.contiguous().view({rows});
-  // Validate every target before any work, and count the rows that take part. On the host: the
-  // count is needed here anyway, and an out-of-range target must be an error, not a wild read.
-  int64_t count = 0;
-  const Tensor host_tgt = tgt.to(Device::cpu());
-  const int64_t* t = host_tgt.data<int64_t>();
-  for (int64_t r = 0; r < rows; ++r) {
-    if (t[r] == opts.ignore_index) continue;
-    LINEA_CHECK(t[r] >= 0 && t[r] < C,
-                "[cross_entropy] target {} at flat index {} is out of range for C = {} classes (valid: 0..{}, or "
-                "ignore_index {})", t[r], r, C, C - 1, opts.ignore_index);
-    ++count;
+  // Validate every target before any work, and count the rows that take part, with tensor ops on
+  // the targets' own device: one number (how many targets are out of range) comes to the host,
+  // and only a batch with a bad target pays for finding which one. The count stays a 0-d tensor.
+  const Options i64(DType::Int64, dev);
+  const Tensor counted = ne(tgt, scalar(static_cast<double>(opts.ignore_index), i64));  // [rows] bool
+  const Tensor checked = where(counted, tgt, scalar(0, i64));  // an ignored row reads as class 0
+  const Tensor bad = lt(checked, scalar(0, i64)).to(DType::Int64) +
+                     ge(checked, scalar(static_cast<double>(C), i64)).to(DType::Int64);
+  if (sum(bad).item() != 0) {
+    const std::vector<int64_t> t = tgt.to_vector_as<int64_t>(), b = bad.to_vector_as<int64_t>();
+    for (int64_t r = 0; r < rows; ++r)
+      LINEA_CHECK(b[r] == 0, "[cross_entropy] target {} at flat index {} is out of range for C = {} classes (valid: "
+                  "0..{}, or ignore_index {})", t[r], r, C, C - 1, opts.ignore_index);
   }
+  const Tensor count = sum(counted).to(DType::Float64);  // 0-d, on dev
+  const Tensor nan = scalar(std::numeric_limits<double>::quiet_NaN(), Options(DType::Float64, dev));
 
   // The kernels (Backend::cross_entropy_forward / _backward) see logits as [rows, C].
   auto forward = [=](const std::vector<Tensor>& in) {
@@ -52,10 +56,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, CrossEntropyOp
     Tensor out;
     if (!reduce) {
       out = loss.reshape(rows_shape).to(x.dtype());  // rows_shape may be 0-d
-    } else if (opts.reduction == Reduction::Mean && count == 0) {
-      out = scalar(std::numeric_limits<double>::quiet_NaN(), Options(x.dtype(), dev));
+    } else if (opts.reduction == Reduction::Mean) {  // a mean over no row is NaN, as in PyTorch
+      out = where(gt(count, scalar(0, count.dtype())), total / count, nan).to(x.dtype());
     } else {
-      out = (opts.reduction == Reduction::Mean ? total / static_cast<double>(count) : total).to(x.dtype());
+      out = total.to(x.dtype());
     }
     return Forward{out, {x, tgt, lse}};
   };
@@ -68,7 +72,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, CrossEntropyOp
     const Tensor g = grad.to(DType::Float64);
     const Tensor w = opts.reduction == Reduction::None
                          ? g.reshape({rows})
-                         : (opts.reduction == Reduction::Mean ? g / static_cast<double>(count) : g).expand({rows});
+                         : (opts.reduction == Reduction::Mean ? g / count : g).expand({rows});
     const Tensor dx = empty({rows, C}, x.dtype(), dev);
     backend(dev).cross_entropy_backward(x, tg, lse, w, opts.ignore_index, opts.label_smoothing, dx);
     return {dx.view(shape), Tensor()};

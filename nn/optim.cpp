@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <numbers>
 #include <set>
 
@@ -11,6 +12,37 @@
 #include "linea/tensor/creation.h"
 
 namespace linea::nn {
+
+// ---------------------------------------------------------------- projections
+
+namespace {
+
+// The registered projections, keyed by the parameter's TensorImpl. A weak_ptr, so a registration
+// neither keeps its parameter alive nor outlives it (an expired entry never matches and is
+// dropped at the next registration). A handful of entries: one per constrained parameter.
+struct Projected {
+  std::weak_ptr<TensorImpl> param;
+  Projection projection;
+};
+std::mutex g_projections_mutex;
+std::vector<Projected> g_projections;
+
+Projection projection_of(const Tensor& p) {
+  std::lock_guard lock(g_projections_mutex);
+  for (const Projected& e : g_projections)
+    if (e.param.lock() == p.impl_ptr()) return e.projection;
+  return {};
+}
+
+}  // namespace
+
+void set_projection(const Tensor& param, Projection projection) {
+  LINEA_CHECK(param.defined(), "[set_projection] the parameter is undefined");
+  std::lock_guard lock(g_projections_mutex);
+  std::erase_if(g_projections,
+                [&](const Projected& e) { return e.param.expired() || e.param.lock() == param.impl_ptr(); });
+  if (projection) g_projections.push_back({param.impl_ptr(), std::move(projection)});
+}
 
 // ---------------------------------------------------------------- Optimizer
 
@@ -58,7 +90,11 @@ void Optimizer::step() {
       it->second.push_back({p, g.contiguous(), &s, *grp.lr, *grp.weight_decay});
     }
   }
-  for (const auto& [_, updates] : per_device) update(updates);
+  for (const auto& [_, updates] : per_device) {
+    update(updates);
+    for (const Update& u : updates)
+      if (Projection project = projection_of(u.param)) project(u.param);
+  }
 }
 
 void Optimizer::zero_grad() {

@@ -4,9 +4,11 @@
 // state (update count, momentum or Adam moments) keyed by the parameter's NAME, so the state can
 // be saved in a checkpoint and loaded into a fresh optimizer of a rebuilt model. step() updates
 // every parameter that has a .grad in place, all of a device's parameters in one fused backend
-// call (Backend::adamw_step / sgd_step: one kernel launch over all of them on the GPU).
+// call (Backend::adamw_step / sgd_step: one kernel launch over all of them on the GPU), then
+// applies the projection of every updated parameter that has one (set_projection below).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -17,6 +19,13 @@
 namespace linea::nn {
 
 using NamedParams = std::vector<std::pair<std::string, Tensor>>;
+
+// Projected gradient descent: a parameter constrained to a set (MHLA's mixing matrix to [0, 1])
+// gets a projection, which every optimizer applies to it in place right after each update, so no
+// training loop has to remember it. Registered by the parameter's owner (MHLA's constructor); it
+// lives as long as the parameter does. Setting an empty projection removes it.
+using Projection = std::function<void(const Tensor& param)>;
+void set_projection(const Tensor& param, Projection projection);
 
 // Parameters sharing hyperparameters; unset values take the optimizer's options.
 struct ParamGroup {
@@ -31,7 +40,7 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  void step();       // updates every parameter that has a gradient
+  void step();       // updates every parameter that has a gradient, then projects it (set_projection)
   void zero_grad();  // drops the gradients (the next backward starts from nothing)
   void set_lr(double lr);  // for every group; what an LR schedule calls before step()
   const std::vector<ParamGroup>& param_groups() const { return groups_; }

@@ -2,7 +2,8 @@
 // dtype. Copying a Tensor copies the handle, not the data; views share the Storage.
 //
 // tensor/ knows nothing of autograd: TensorImpl only carries an opaque pointer that autograd/
-// fills in. The autograd and view members declared below are implemented in autograd/.
+// fills in, and the autograd and view members below forward to the TensorMethods interface
+// (tensor/tensor_methods.h) that autograd/ implements and installs.
 #pragma once
 #include <cstdint>
 #include <initializer_list>
@@ -72,7 +73,7 @@ class Tensor {
     return std::vector<T>(v.begin(), v.end());
   }
 
-  // ---- autograd (autograd/engine.cpp) ----
+  // ---- autograd (through TensorMethods: autograd/tensor_methods.cpp) ----
   bool requires_grad() const;
   Tensor& requires_grad_(bool on = true);  // only on leaves
   bool is_leaf() const;
@@ -81,9 +82,9 @@ class Tensor {
   // Backward from this tensor. Scalars may omit `gradient`; other shapes must pass one of the
   // same shape. The graph is freed afterwards unless retain_graph is set.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
-  Tensor detach() const;                   // same storage, cut from the graph
+  Tensor detach() const { return as_strided(shape(), strides(), offset()); }  // same storage, no graph
 
-  // ---- views and copies (autograd/ops_view.cpp); views never copy ----
+  // ---- views and copies (through TensorMethods: autograd/tensor_methods.cpp); views never copy ----
   Tensor view(Shape shape) const;          // one dim may be -1; requires compatible strides
   Tensor reshape(Shape shape) const;       // a view when possible, else a copy
   Tensor permute(std::vector<int64_t> dims) const;

@@ -1,5 +1,5 @@
 // Attention modules: values against a per-head composition, float64 gradchecks (input and
-// parameters), the mixing-matrix initialisations, project_mix, block-major order, errors.
+// parameters), the mixing-matrix initialisations and their projection, block-major order, errors.
 #include <cmath>
 
 #include "helpers.h"
@@ -104,22 +104,50 @@ TEST_CASE("block-distance mixing init matches the spec's values") {
   CHECK_THROWS_WITH_AS(nn::block_distance_mix(0), doctest::Contains("[block_distance_mix]"), Error);
 }
 
-TEST_CASE("project_mixing_matrices clamps every MHLA's mix in place, through the module tree") {
+TEST_CASE("optimizer steps keep every MHLA's mix in its constraint set, through the module tree") {
   nn::MHLAConfig c;
   c.dim = 4, c.heads = 1, c.grid = 1;
   auto a = std::make_shared<nn::MHLA>(c);
   c.causal = true, c.block_len = 2, c.max_len = 6;
   auto b = std::make_shared<nn::MHLA>(c);
   nn::Sequential model{a, std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{b})};
-  Tensor handle = a->mix;  // optimizers hold handles: they must see the projected values
-  {
-    NoGradGuard ng;
-    backend(Device::cpu()).copy(from_vector<float>({1.5f}, {1, 1}), a->mix);
-    backend(Device::cpu()).copy(from_vector<float>({-1, 2, 3, 0.5f, -0.2f, 7, 0.3f, 0.4f, 0.1f}, {3, 3}), b->mix);
-  }
-  nn::project_mixing_matrices(model);
+  Tensor handle = a->mix;  // other holders of the parameter must see the projected values
+  // With loss ½‖mix − target‖², one SGD step at lr 1 lands on the target; the projection then
+  // clamps it: non-causal to [0, 1], causal to tril(clamp(., 1e-5, 1)).
+  const Tensor ta = from_vector<float>({1.5f}, {1, 1});
+  const Tensor tb = from_vector<float>({-1, 2, 3, 0.5f, -0.2f, 7, 0.3f, 0.4f, 0.1f}, {3, 3});
+  nn::SGD sgd(model.named_parameters(), {.lr = 1});
+  ((sum(pow(a->mix - ta, 2.0)) + sum(pow(b->mix - tb, 2.0))) * 0.5).backward();
+  sgd.step();
   CHECK(handle.item() == 1);
-  CHECK(b->mix.to_vector() == std::vector<double>{1e-5f, 0, 0, 0.5f, 1e-5f, 0, 0.3f, 0.4f, 0.1f});
+  CHECK(allclose(b->mix, from_vector<float>({1e-5f, 0, 0, 0.5f, 1e-5f, 0, 0.3f, 0.4f, 0.1f}, {3, 3}), 1e-6, 1e-7));
+
+  // AdamW at a large lr, gradients pushing every entry out of the set: each step ends inside it.
+  nn::AdamW adam(model.named_parameters(), {.lr = 5, .weight_decay = 0});
+  for (int step = 0; step < 3; ++step) {
+    adam.zero_grad();
+    (sum(a->mix) * -1.0 + sum(b->mix * from_vector<float>({1, -1, -1, -1, 1, -1, -1, -1, -1}, {3, 3}))).backward();
+    adam.step();
+    CHECK(a->mix.item() == 1);
+    const std::vector<double> w = b->mix.to_vector();
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        if (j > i) CHECK(w[i * 3 + j] == 0);
+        else CHECK((w[i * 3 + j] >= 1e-5f && w[i * 3 + j] <= 1));
+      }
+  }
+}
+
+TEST_CASE("set_projection: applied after every update of its parameter, removed by an empty one") {
+  Tensor p = from_vector<double>({0.5, 0.5}, {2}).requires_grad_();
+  nn::set_projection(p, [](const Tensor& w) { backend(w.device()).fill(w.narrow(0, 1, 1), 0.0); });
+  nn::SGD sgd(nn::NamedParams{{"p", p}}, {.lr = 1});
+  sum(p * -1.0).backward();  // p += 1 without the projection
+  sgd.step();
+  CHECK(p.to_vector() == std::vector<double>{1.5, 0});
+  nn::set_projection(p, {});
+  sgd.step();  // the same gradient again
+  CHECK(p.to_vector() == std::vector<double>{2.5, 1});
 }
 
 TEST_CASE("block_major_order lays each block out contiguously") {

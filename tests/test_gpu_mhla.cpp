@@ -1,7 +1,8 @@
 // The fused CUDA MHLA kernels (cuda/mhla.cu) against the CPU: forward and all four gradients of
 // mhla() on the GPU equal mhla_composite() on the CPU (autograd's backward of the same
-// algorithm), non-causal and causal, padded last blocks, every feature map, d != dv; float64
-// gradchecks on the GPU; N = 16384 with large inputs stays finite and close to float64.
+// algorithm) and the fused mhla() on the CPU, non-causal and causal, padded last blocks, every
+// feature map, d != dv; float64 gradchecks on the GPU; N = 16384 with large inputs stays finite
+// and close to float64; MHLAStream on the GPU gives the CPU stream's and the chunkwise outputs.
 // Runs only where a GPU is present (tests/gpu_main.cpp).
 #include <cmath>
 
@@ -108,6 +109,50 @@ TEST_CASE("gpu_mhla: fused kernels = CPU composite, forward and all four gradien
       const double scale = std::max(max_abs(ref[i]), 1e-30);
       CHECK(max_abs(gpu32[i] - ref[i]) / scale < 1e-4);
     }
+  }
+}
+
+TEST_CASE("gpu_mhla: fused kernels on the GPU = the fused op on the CPU, directly") {
+  uint64_t seed = 300;
+  for (const Case& c : kCases) {
+    const MHLAOptions o = options(c);
+    const Inputs in = inputs(c, seed);
+    const Tensor g = randn64({c.B, c.H, c.N, c.dv}, seed + 4, false);
+    seed += 10;
+    for (DType dt : {float64, float32}) {
+      const auto cpu = run(mhla, in, g, o, Device::cpu(), dt);
+      const auto gpu = run(mhla, in, g, o, kGpu, dt);
+      for (int i = 0; i < 5; ++i) {
+        INFO("N=" << c.N << " L=" << c.L << " d=" << c.d << " dv=" << c.dv << " fm=" << static_cast<int>(c.fm)
+                  << " causal=" << c.causal << " " << dtype_name(dt) << " " << kNames[i]);
+        if (dt == float64) {
+          CHECK(allclose(gpu[i], cpu[i], 1e-10, 1e-10));
+        } else {  // both sum in float32, in different orders: relative to the largest entry
+          CHECK(max_abs(gpu[i] - cpu[i]) / std::max(max_abs(cpu[i]), 1e-30) < 1e-4);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("gpu_mhla: MHLAStream on the GPU = MHLAStream on the CPU = the chunkwise op") {
+  for (const Case& c : kCases) {
+    if (!c.causal) continue;
+    const MHLAOptions o = options(c);
+    const Inputs in = inputs(c, 400);
+    const Tensor mix = tril(in.mix);  // causal: only the lower triangle is used
+    MHLAStream cpu(mix, o), gpu(mix.to(kGpu), o);
+    const Tensor qg = in.q.to(kGpu), kg = in.k.to(kGpu), vg = in.v.to(kGpu);
+    std::vector<Tensor> out_cpu, out_gpu;
+    for (int64_t t = 0; t < c.N; ++t) {
+      out_cpu.push_back(cpu.step(in.q.select(2, t), in.k.select(2, t), in.v.select(2, t)));
+      out_gpu.push_back(gpu.step(qg.select(2, t), kg.select(2, t), vg.select(2, t)));
+    }
+    INFO("N=" << c.N << " L=" << c.L << " d=" << c.d << " dv=" << c.dv << " fm=" << static_cast<int>(c.fm));
+    const Tensor s_gpu = stack(out_gpu, 2).to(Device::cpu());
+    CHECK(gpu.position() == c.N);
+    CHECK(allclose(s_gpu, stack(out_cpu, 2), 1e-10, 1e-10));
+    CHECK(allclose(s_gpu, mhla(qg, kg, vg, mix.to(kGpu), o).to(Device::cpu()), 1e-10, 1e-10));
   }
 }
 

@@ -25,7 +25,8 @@ void randomize_mix(gpt::GPT& model, Generator& gen) {
   for (size_t i = 0; i < model.blocks->size(); ++i) {
     Tensor mix = dynamic_cast<nn::MHLA&>(*model.block(i).attn).mix;
     nn::uniform_(mix, 0.1, 1.0, gen);
-    dynamic_cast<nn::MHLA&>(*model.block(i).attn).project_mix();  // tril
+    NoGradGuard no_grad;
+    backend(mix.device()).copy(tril(mix.detach()), mix);  // causal: lower triangular, in place
   }
 }
 

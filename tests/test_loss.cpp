@@ -111,6 +111,20 @@ TEST_CASE("cross_entropy: every target ignored") {
   CHECK(x.grad().to_vector() == std::vector<double>(6, 0.0));
 }
 
+TEST_CASE("cross_entropy: the range check skips ignored rows and names the first bad target") {
+  Tensor x = randn64({2, 3, 5}, 9, false);  // 6 rows of 5 classes
+  // ignore_index may lie outside [0, C): those rows are not checked (nor counted).
+  CHECK(std::isfinite(nn::cross_entropy(x, from_vector<int64_t>({-7, 0, 4, -7, 1, 2}, {2, 3}), {.ignore_index = -7})
+                          .item()));
+  CHECK_THROWS_WITH_AS(
+      nn::cross_entropy(x, from_vector<int64_t>({-100, 0, 4, 9, 5, 2}, {2, 3})),
+      doctest::Contains("target 9 at flat index 3 is out of range for C = 5 classes "
+                        "(valid: 0..4, or ignore_index -100)"),
+      Error);
+  CHECK_THROWS_WITH_AS(nn::cross_entropy(x, from_vector<int64_t>({0, 0, 4, 1, 1, -100}, {2, 3}), {.ignore_index = 4}),
+                       doctest::Contains("target -100 at flat index 5"), Error);
+}
+
 TEST_CASE("cross_entropy errors") {
   Tensor x = randn64({3, 5}, 8, false);
   CHECK_THROWS_WITH_AS(nn::cross_entropy(x, from_vector<int64_t>({0, 5, 1}, {3})),

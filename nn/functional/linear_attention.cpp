@@ -53,6 +53,13 @@ std::pair<Tensor, Tensor> normalise(const Tensor& u, double eps) {
   return {u.narrow(-1, 0, dv) / r, r};
 }
 
+// What the backward reads: the inputs (for φ'), φ(Q), φ(K), V' = [V | 1], the summary
+// S' = φ(K)ᵀ V', the output o and the normaliser r.
+struct Saved {
+  Tensor q, k, fq, fk, v1, s, o, r;
+  auto tensors() { return std::tie(q, k, fq, fk, v1, s, o, r); }
+};
+
 Tensor noncausal(const Tensor& q, const Tensor& k, const Tensor& v, const LinearAttentionOptions& opts) {
   using detail::feature_map;
   return custom_function(
@@ -62,17 +69,26 @@ Tensor noncausal(const Tensor& q, const Tensor& k, const Tensor& v, const Linear
         Tensor v1 = append_ones(in[2]);
         Tensor s = matmul(mT(fk), v1);  // [B, H, d, dv + 1]: Σ φ(k) v'ᵀ
         auto [o, r] = normalise(matmul(fq, s), opts.eps);
-        return Forward{o, {in[0], in[1], fq, fk, v1, s, o, r}};
+        const Saved sv{.q = in[0], .k = in[1], .fq = fq, .fk = fk, .v1 = v1, .s = s, .o = o, .r = r};
+        return Forward{o, pack_saved(sv)};
       },
-      [fm = opts.feature_map](const std::vector<Tensor>& sv, const Tensor& g) -> std::vector<Tensor> {
-        const Tensor &q = sv[0], &k = sv[1], &fq = sv[2], &fk = sv[3], &v1 = sv[4], &s = sv[5];
-        Tensor du = augmented_grad(g, sv[6], sv[7]);
-        Tensor ds = matmul(mT(fq), du);  // [B, H, d, dv + 1]
+      [fm = opts.feature_map](const std::vector<Tensor>& saved, const Tensor& g) -> std::vector<Tensor> {
+        const Saved sv = unpack_saved<Saved>(saved);
+        Tensor du = augmented_grad(g, sv.o, sv.r);
+        Tensor ds = matmul(mT(sv.fq), du);  // [B, H, d, dv + 1]
         const int64_t dv = g.size(-1);
-        return {detail::feature_map_backward(matmul(du, mT(s)), q, fm),
-                detail::feature_map_backward(matmul(v1, mT(ds)), k, fm), matmul(fk, ds.narrow(-1, 0, dv))};
+        return {detail::feature_map_backward(matmul(du, mT(sv.s)), sv.q, fm),
+                detail::feature_map_backward(matmul(sv.v1, mT(ds)), sv.k, fm),
+                matmul(sv.fk, ds.narrow(-1, 0, dv))};
       });
 }
+
+// The causal backward's: as Saved, with the chunks' exclusive prefix sums P_i = Σ_{j<i} S_j in place
+// of the one summary (φ(Q), φ(K), V' chunked: [B, H, M, C, c]).
+struct CausalSaved {
+  Tensor q, k, fq, fk, v1, p, o, r;
+  auto tensors() { return std::tie(q, k, fq, fk, v1, p, o, r); }
+};
 
 Tensor causal(const Tensor& q, const Tensor& k, const Tensor& v, const LinearAttentionOptions& opts) {
   using detail::feature_map, detail::pad_tokens;
@@ -91,19 +107,20 @@ Tensor causal(const Tensor& q, const Tensor& k, const Tensor& v, const LinearAtt
         Tensor a = tril(matmul(fq, mT(fk)));                          // [B, H, M, C, C]
         Tensor u = (matmul(fq, p) + matmul(a, v1)).view({B, H, Np, dv + 1}).narrow(2, 0, N);
         auto [o, r] = normalise(u, opts.eps);
-        return Forward{o, {in[0], in[1], fq, fk, v1, p, o, r}};
+        const CausalSaved sv{.q = in[0], .k = in[1], .fq = fq, .fk = fk, .v1 = v1, .p = p, .o = o, .r = r};
+        return Forward{o, pack_saved(sv)};
       },
-      [=, fm = opts.feature_map](const std::vector<Tensor>& sv, const Tensor& g) -> std::vector<Tensor> {
-        const Tensor &fq = sv[2], &fk = sv[3], &v1 = sv[4], &p = sv[5];
-        Tensor du = pad_tokens(augmented_grad(g, sv[6], sv[7]), Np).view({B, H, M, kChunk, dv + 1});
-        Tensor a = tril(matmul(fq, mT(fk)));   // recomputed: C×C per chunk
-        Tensor da = tril(matmul(du, mT(v1)));
-        Tensor dp = matmul(mT(fq), du).view({B, H, M, d * (dv + 1)});
+      [=, fm = opts.feature_map](const std::vector<Tensor>& saved, const Tensor& g) -> std::vector<Tensor> {
+        const CausalSaved sv = unpack_saved<CausalSaved>(saved);
+        Tensor du = pad_tokens(augmented_grad(g, sv.o, sv.r), Np).view({B, H, M, kChunk, dv + 1});
+        Tensor a = tril(matmul(sv.fq, mT(sv.fk)));  // recomputed: C×C per chunk
+        Tensor da = tril(matmul(du, mT(sv.v1)));
+        Tensor dp = matmul(mT(sv.fq), du).view({B, H, M, d * (dv + 1)});
         Tensor ds = exclusive_sum(dp, true).view({B, H, M, d, dv + 1});
-        Tensor dfq = (matmul(du, mT(p)) + matmul(da, fk)).view({B, H, Np, d}).narrow(2, 0, N);
-        Tensor dfk = (matmul(mT(da), fq) + matmul(v1, mT(ds))).view({B, H, Np, d}).narrow(2, 0, N);
-        Tensor dv1 = (matmul(mT(a), du) + matmul(fk, ds)).view({B, H, Np, dv + 1});
-        return {detail::feature_map_backward(dfq, sv[0], fm), detail::feature_map_backward(dfk, sv[1], fm),
+        Tensor dfq = (matmul(du, mT(sv.p)) + matmul(da, sv.fk)).view({B, H, Np, d}).narrow(2, 0, N);
+        Tensor dfk = (matmul(mT(da), sv.fq) + matmul(sv.v1, mT(ds))).view({B, H, Np, d}).narrow(2, 0, N);
+        Tensor dv1 = (matmul(mT(a), du) + matmul(sv.fk, ds)).view({B, H, Np, dv + 1});
+        return {detail::feature_map_backward(dfq, sv.q, fm), detail::feature_map_backward(dfk, sv.k, fm),
                 dv1.narrow(2, 0, N).narrow(-1, 0, dv)};
       });
 }

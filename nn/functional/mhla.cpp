@@ -61,14 +61,16 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
               opts.block_len);
 }
 
-// Everything the forward computes that the backward reuses.
+// The forward's result and everything its backward reads (the saved tensors of the fused op).
 struct Pass {
-  Tensor out;      // [B, H, N, dv]
-  Tensor fq, fk;   // φ(Q), φ(K): [B, H, M, L, d], padded rows zero
-  Tensor v1;       // V' = [V | 1]: [B, H, M, L, dv+1], padded rows zero
-  Tensor s, sh;    // S', Ŝ': [B, H, M, d, dv+1]
-  Tensor o, r;     // output and normaliser before the padding is dropped: [B, H, M, L, dv], [.., 1]
-  Tensor c;        // official normaliser only: C_{j,p} = φ(q_{j,p})·z_j, [B, H, M, L]
+  Tensor out;          // [B, H, N, dv]
+  Tensor q, k, mix;    // the inputs φ' and the mixing need
+  Tensor fq, fk;       // φ(Q), φ(K): [B, H, M, L, d], padded rows zero
+  Tensor v1;           // V' = [V | 1]: [B, H, M, L, dv+1], padded rows zero
+  Tensor s, sh;        // S', Ŝ': [B, H, M, d, dv+1]
+  Tensor o, r;         // output and normaliser before the padding is dropped: [B, H, M, L, dv], [.., 1]
+  Tensor c;            // official normaliser only: C_{j,p} = φ(q_{j,p})·z_j, [B, H, M, L]
+  auto tensors() { return std::tie(q, k, mix, fq, fk, v1, s, sh, o, r, c); }  // saved: all but out
 };
 
 // The forward from public ops only: run without recording inside the fused op, and recorded
@@ -78,6 +80,7 @@ Pass forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mi
   const Geometry g = geometry_of(q, v, opts);
   auto blocked = [&](const Tensor& x) { return pad_tokens(x, g.Np).unflatten(2, {g.M, g.L}); };
   Pass p;
+  p.q = q, p.k = k, p.mix = mix;
   p.fq = blocked(feature_map(q, opts.feature_map, opts.eps));
   p.fk = blocked(feature_map(k, opts.feature_map, opts.eps));
   p.v1 = blocked(cat({v, ones({g.B, g.H, g.N, 1}, Options(v.dtype(), v.device()))}, -1));
@@ -103,34 +106,33 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mi
       "mhla", {q, k, v, mix},
       [&](const std::vector<Tensor>& in) {
         Pass p = forward(in[0], in[1], in[2], in[3], opts);
-        return Forward{p.out, {in[0], in[1], in[3], p.fq, p.fk, p.v1, p.s, p.sh, p.o, p.r, p.c}};
+        return Forward{p.out, pack_saved(p)};
       },
-      [g, fm = opts.feature_map, official = opts.official_normalizer](const std::vector<Tensor>& sv,
+      [g, fm = opts.feature_map, official = opts.official_normalizer](const std::vector<Tensor>& saved,
                                                                        const Tensor& grad) -> std::vector<Tensor> {
-        const Tensor &q = sv[0], &k = sv[1], &mix = sv[2], &fq = sv[3], &fk = sv[4], &v1 = sv[5];
-        const Tensor &s = sv[6], &sh = sv[7], &o = sv[8], &r = sv[9], &c = sv[10];
-        Tensor gbar = detail::pad_tokens(grad, g.Np).unflatten(2, {g.M, g.L}) / r;  // Ḡ = G / r
-        Tensor delta = -sum(gbar * o, {-1}, true);                                    // δ = −rowsum(G∘O) / r
+        const Pass sv = unpack_saved<Pass>(saved);
+        Tensor gbar = detail::pad_tokens(grad, g.Np).unflatten(2, {g.M, g.L}) / sv.r;  // Ḡ = G / r
+        Tensor delta = -sum(gbar * sv.o, {-1}, true);  // δ = −rowsum(G∘O) / r
         // dU' = [Ḡ | δ]; under the official normaliser r does not come from U', so its column is 0.
         Tensor du = cat({gbar, official ? zeros_like(delta) : delta}, -1);
-        Tensor dfq = matmul(du, mT(sh));                     // [B, H, M, L, d]
-        Tensor dsh = matmul(mT(fq), du).flatten(3);          // [B, H, M, d·(dv+1)]
-        Tensor dmix = sum(matmul(dsh, mT(s.flatten(3))), {0, 1});  // W is shared: sum over pairs
-        Tensor ds = matmul(mix.t(), dsh).view(s.shape());
+        Tensor dfq = matmul(du, mT(sv.sh));  // [B, H, M, L, d]
+        Tensor dsh = matmul(mT(sv.fq), du).flatten(3);  // [B, H, M, d·(dv+1)]
+        Tensor dmix = sum(matmul(dsh, mT(sv.s.flatten(3))), {0, 1});  // W is shared: sum over pairs
+        Tensor ds = matmul(sv.mix.t(), dsh).view(sv.s.shape());
         if (official) {
           // r = W C + eps (C as [M, L] per pair): dC = Wᵀ δ, dW += Σ_pairs δ Cᵀ, and C = φ(Q_j) z_j
           // sends dC_{j,p} z_j to φ(q_{j,p}) and φ(Q_j)ᵀ dC_j to z_j, the last column of S'_j.
-          Tensor dc = matmul(mix.t(), delta.squeeze(-1)).unsqueeze(-1);  // [B, H, M, L, 1]
-          dmix = dmix + sum(matmul(delta.squeeze(-1), mT(c)), {0, 1});
-          dfq = dfq + matmul(dc, mT(s.narrow(-1, g.dv, 1)));
-          Tensor dz = matmul(mT(fq), dc);  // [B, H, M, d, 1]
+          Tensor dc = matmul(sv.mix.t(), delta.squeeze(-1)).unsqueeze(-1);  // [B, H, M, L, 1]
+          dmix = dmix + sum(matmul(delta.squeeze(-1), mT(sv.c)), {0, 1});
+          dfq = dfq + matmul(dc, mT(sv.s.narrow(-1, g.dv, 1)));
+          Tensor dz = matmul(mT(sv.fq), dc);  // [B, H, M, d, 1]
           ds = ds + cat({zeros({g.B, g.H, g.M, g.d, g.dv}, Options(dz.dtype(), dz.device())), dz}, -1);
         }
-        Tensor dfk = matmul(v1, mT(ds));                     // [B, H, M, L, d]
-        Tensor dv = matmul(fk, ds.narrow(-1, 0, g.dv));      // [B, H, M, L, dv]
+        Tensor dfk = matmul(sv.v1, mT(ds));  // [B, H, M, L, d]
+        Tensor dv = matmul(sv.fk, ds.narrow(-1, 0, g.dv));  // [B, H, M, L, dv]
         auto tokens = [&](const Tensor& x) { return x.view({g.B, g.H, g.Np, x.size(-1)}).narrow(2, 0, g.N); };
-        return {detail::feature_map_backward(tokens(dfq), q, fm), detail::feature_map_backward(tokens(dfk), k, fm),
-                tokens(dv), dmix};
+        return {detail::feature_map_backward(tokens(dfq), sv.q, fm),
+                detail::feature_map_backward(tokens(dfk), sv.k, fm), tokens(dv), dmix};
       });
 }
 
@@ -144,6 +146,13 @@ static_assert(static_cast<int>(FeatureMap::ReluEps) == 0 && static_cast<int>(Fea
 bool device_kernels(const Tensor& q, const MHLAOptions& opts) {
   return !opts.official_normalizer && backend(q.device()).has_fused_mhla();
 }
+
+// What the device's backward reads: the inputs as [B·H, N, e] (contiguous), the output, the
+// summaries S' (causal: S), the mixed Ŝ' (causal: s·P) and the normaliser r (non-causal only).
+struct DeviceSaved {
+  Tensor q, k, v, mix, out, s, sh, r;
+  auto tensors() { return std::tie(q, k, v, mix, out, s, sh, r); }
+};
 
 Tensor device_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& opts) {
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), d = q.size(3), dv = v.size(3), M = mix.size(0);
@@ -160,12 +169,14 @@ Tensor device_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Ten
         Tensor sh = empty(s.shape(), o.dtype, o.device);
         Tensor r = opts.causal ? Tensor() : empty({B * H, N}, o.dtype, o.device);
         backend(q.device()).mhla_forward(q3, k3, v3, w, args, out, s, sh, r);
-        return Forward{out.view({B, H, N, dv}), {q3, k3, v3, w, out, s, sh, r}};
+        const DeviceSaved sv{.q = q3, .k = k3, .v = v3, .mix = w, .out = out, .s = s, .sh = sh, .r = r};
+        return Forward{out.view({B, H, N, dv}), pack_saved(sv)};
       },
-      [args, o, B, H, N, d, dv](const std::vector<Tensor>& sv, const Tensor& grad) -> std::vector<Tensor> {
+      [args, o, B, H, N, d, dv](const std::vector<Tensor>& saved, const Tensor& grad) -> std::vector<Tensor> {
+        const DeviceSaved sv = unpack_saved<DeviceSaved>(saved);
         Tensor dq = empty({B * H, N, d}, o.dtype, o.device), dk = empty(dq.shape(), o.dtype, o.device);
-        Tensor dvv = empty({B * H, N, dv}, o.dtype, o.device), dmix = empty(sv[3].shape(), o.dtype, o.device);
-        backend(o.device).mhla_backward(sv[0], sv[1], sv[2], sv[3], args, sv[4], sv[5], sv[6], sv[7],
+        Tensor dvv = empty({B * H, N, dv}, o.dtype, o.device), dmix = empty(sv.mix.shape(), o.dtype, o.device);
+        backend(o.device).mhla_backward(sv.q, sv.k, sv.v, sv.mix, args, sv.out, sv.s, sv.sh, sv.r,
                                         grad.contiguous().view({B * H, N, dv}), dq, dk, dvv, dmix);
         return {dq.view({B, H, N, d}), dk.view({B, H, N, d}), dvv.view({B, H, N, dv}), dmix};
       });

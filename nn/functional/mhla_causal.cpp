@@ -97,7 +97,10 @@ Tensor diagonal(const Tensor& w) {
 // scores A = tril(Q̂K̂ᵀ) [M, B·H, C, C] and AV = A V [M, B·H, C, dv]. Spec §5.3 recomputes P and
 // A; keeping them costs O(N·C + M·d·dv) memory per head and saves a mixing GEMM, a C×C GEMM per
 // chunk and a masking pass in every backward (about a tenth of fwd+bwd at N = 16384).
-enum Saved { kQ, kK, kQh, kKh, kV, kW, kS, kP, kA, kAV };
+struct Saved {
+  Tensor q, k, qh, kh, vc, w, S, P, A, AV;
+  auto tensors() { return std::tie(q, k, qh, kh, vc, w, S, P, A, AV); }
+};
 
 Forward causal_forward(const std::vector<Tensor>& in, const MHLAOptions& opts) {
   const Tensor &q = in[0], &k = in[1], &v = in[2], &w = in[3];
@@ -113,35 +116,35 @@ Forward causal_forward(const std::vector<Tensor>& in, const MHLAOptions& opts) {
   Tensor A = tril(matmul(qh, kh.transpose(-1, -2)));                      // [M, BH, C, C]
   Tensor AV = matmul(A, vc);                                              // [M, BH, C, dv]
   Tensor O = matmul(qh, P) + AV * (diagonal(w) * s).view({M, 1, 1, 1});
-  return Forward{from_chunks(O, B, H, N), {q, k, qh, kh, vc, w, S, P, A, AV}};
+  const Saved sv{.q = q, .k = k, .qh = qh, .kh = kh, .vc = vc, .w = w, .S = S, .P = P, .A = A, .AV = AV};
+  return Forward{from_chunks(O, B, H, N), pack_saved(sv)};
 }
 
-std::vector<Tensor> causal_backward(const std::vector<Tensor>& sv, const Tensor& grad, const MHLAOptions& opts) {
-  const Tensor &qh = sv[kQh], &kh = sv[kKh], &vc = sv[kV], &w = sv[kW], &S = sv[kS], &P = sv[kP],
-               &A = sv[kA];
-  const int64_t B = sv[kQ].size(0), H = sv[kQ].size(1), N = sv[kQ].size(2), M = w.size(0);
-  const double s = causal_scale(sv[kQ], opts);
+std::vector<Tensor> causal_backward(const Saved& sv, const Tensor& grad, const MHLAOptions& opts) {
+  const int64_t B = sv.q.size(0), H = sv.q.size(1), N = sv.q.size(2), M = sv.w.size(0);
+  const double s = causal_scale(sv.q, opts);
 
   Tensor g = to_chunks(grad, M, opts.block_len);  // G is zero on padded rows
   zero_padding(g, N);
-  const Tensor ws = tril(w, -1) * s;                            // s·W_strict
-  const Tensor wd = (diagonal(w) * s).view({M, 1, 1, 1});       // s·W_ii per chunk
-  const Tensor gw = g * wd;                                      // s·W_ii·G_i
+  const Tensor ws = tril(sv.w, -1) * s;                       // s·W_strict
+  const Tensor wd = (diagonal(sv.w) * s).view({M, 1, 1, 1});  // s·W_ii per chunk
+  const Tensor gw = g * wd;                                   // s·W_ii·G_i
 
   // Mixing: with U_i = Q̂_iᵀ G_i (dP_i = s·U_i), dW_ij = s⟨U_i, S_j⟩ (j < i), dS = (s·W_s)ᵀ U.
-  Tensor U = matmul(qh.transpose(-1, -2), g).view({M, -1});  // [M, BH·d·dv]
-  Tensor dS = mix_chunks(ws, U, true).view(S.shape());
-  Tensor dw_diag = sum(g * sv[kAV], {1, 2, 3}) * s;  // dW_ii = ⟨G_i, (s·A_i) V_i⟩
-  Tensor dw = lower_gram(U, S.view({M, -1})) * s + eye(M, Options(w.dtype(), w.device())) * dw_diag.unsqueeze(1);
+  Tensor U = matmul(sv.qh.transpose(-1, -2), g).view({M, -1});  // [M, BH·d·dv]
+  Tensor dS = mix_chunks(ws, U, true).view(sv.S.shape());
+  Tensor dw_diag = sum(g * sv.AV, {1, 2, 3}) * s;  // dW_ii = ⟨G_i, (s·A_i) V_i⟩
+  Tensor dw = lower_gram(U, sv.S.view({M, -1})) * s +
+              eye(M, Options(sv.w.dtype(), sv.w.device())) * dw_diag.unsqueeze(1);
 
   // Intra-chunk, with the saved A = tril(Q̂K̂ᵀ) (spec's A_i is s·A): s·dA_i = tril(gw_i V_iᵀ).
-  Tensor dA = tril(matmul(gw, vc.transpose(-1, -2)));
-  Tensor dqh = matmul(g, P.transpose(-1, -2)) + matmul(dA, kh);
-  Tensor dkh = matmul(dA.transpose(-1, -2), qh) + matmul(vc, dS.transpose(-1, -2));
-  Tensor dv = matmul(A.transpose(-1, -2), gw) + matmul(kh, dS);
+  Tensor dA = tril(matmul(gw, sv.vc.transpose(-1, -2)));
+  Tensor dqh = matmul(g, sv.P.transpose(-1, -2)) + matmul(dA, sv.kh);
+  Tensor dkh = matmul(dA.transpose(-1, -2), sv.qh) + matmul(sv.vc, dS.transpose(-1, -2));
+  Tensor dv = matmul(sv.A.transpose(-1, -2), gw) + matmul(sv.kh, dS);
 
-  Tensor dq = feature_map_backward(from_chunks(dqh, B, H, N), sv[kQ], opts.feature_map);
-  Tensor dk = feature_map_backward(from_chunks(dkh, B, H, N), sv[kK], opts.feature_map);
+  Tensor dq = feature_map_backward(from_chunks(dqh, B, H, N), sv.q, opts.feature_map);
+  Tensor dk = feature_map_backward(from_chunks(dkh, B, H, N), sv.k, opts.feature_map);
   return {dq, dk, from_chunks(dv, B, H, N), dw};
 }
 
@@ -150,7 +153,9 @@ std::vector<Tensor> causal_backward(const std::vector<Tensor>& sv, const Tensor&
 Tensor mhla_causal(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& opts) {
   return custom_function(
       "mhla_causal", {q, k, v, mix}, [opts](const std::vector<Tensor>& in) { return causal_forward(in, opts); },
-      [opts](const std::vector<Tensor>& saved, const Tensor& g) { return causal_backward(saved, g, opts); });
+      [opts](const std::vector<Tensor>& saved, const Tensor& g) {
+        return causal_backward(unpack_saved<Saved>(saved), g, opts);
+      });
 }
 
 // The same chunkwise algorithm from differentiable primitive ops, in the token-major layout

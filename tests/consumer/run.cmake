@@ -1,4 +1,5 @@
-# ctest driver for the consumer test: install linea into a fresh prefix, configure and build
+# ctest driver for the consumer test: install linea into a fresh prefix, check that the prefix
+# holds only the public headers and no machine-specific compile flag, configure and build
 # tests/consumer against it, run it, and check that it loads the OpenBLAS linea was built with.
 # Called as: cmake -DLINEA_BUILD=... -DCONSUMER_SRC=... -DWORK=... -DOPENBLAS=... -P run.cmake
 function(run)
@@ -13,6 +14,27 @@ endfunction()
 file(REMOVE_RECURSE ${WORK})
 set(prefix ${WORK}/prefix)
 run(${CMAKE_COMMAND} --install ${LINEA_BUILD} --prefix ${prefix})
+
+# Only the API is installed: every installed header is <linea/linea.h> or reached from it.
+include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/public_headers.cmake)
+set(inc ${prefix}/include/linea)
+linea_public_headers(${inc} public)
+file(GLOB_RECURSE installed RELATIVE ${inc} ${inc}/*)
+set(private ${installed})
+list(REMOVE_ITEM private ${public})
+if(private)
+  message(FATAL_ERROR "consumer test: private headers installed (not reached from linea.h): ${private}")
+endif()
+list(LENGTH installed n)
+message(STATUS "consumer: ${n} public headers installed, none private")
+# The package's interface must not carry a flag for the build machine's CPU.
+file(GLOB exported ${prefix}/lib*/cmake/linea/*.cmake)
+foreach(f IN LISTS exported)
+  file(STRINGS ${f} bad REGEX "march|mtune")
+  if(bad)
+    message(FATAL_ERROR "consumer test: ${f} exports a machine-specific flag: ${bad}")
+  endif()
+endforeach()
 run(${CMAKE_COMMAND} -S ${CONSUMER_SRC} -B ${WORK}/build -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix}
     -DCMAKE_CXX_COMPILER=${CXX})
 run(${CMAKE_COMMAND} --build ${WORK}/build)

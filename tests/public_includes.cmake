@@ -1,0 +1,25 @@
+# ctest public_includes: bench/ and examples/ are written the way an outside user would write
+# them, so every linea header they include must be public (cmake/public_headers.cmake), or, for
+# the examples, part of linea_dist's API (linea/dist/, a library of its own above nn/).
+# Called as: cmake -DSRC=<source dir> -P public_includes.cmake
+include(${SRC}/cmake/public_headers.cmake)
+linea_public_headers(${SRC} public)
+file(GLOB_RECURSE files ${SRC}/bench/*.cpp ${SRC}/bench/*.h ${SRC}/examples/*.cpp ${SRC}/examples/*.h)
+set(bad)
+foreach(f IN LISTS files)
+  file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"]linea/")
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*[<\"]linea/([^>\"]+)[>\"].*" "\\1" inc "${line}")
+    list(FIND public ${inc} at)
+    if(at EQUAL -1 AND NOT (f MATCHES "/examples/" AND inc MATCHES "^dist/"))
+      file(RELATIVE_PATH rel ${SRC} ${f})
+      list(APPEND bad "${rel}: linea/${inc}")
+    endif()
+  endforeach()
+endforeach()
+if(bad)
+  list(JOIN bad "\n  " msg)
+  message(FATAL_ERROR "private linea headers included outside the library:\n  ${msg}")
+endif()
+list(LENGTH files n)
+message(STATUS "public_includes: ${n} files in bench/ and examples/ include only public linea headers")
