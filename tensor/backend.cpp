@@ -4,6 +4,8 @@
 
 #include "linea/cuda/runtime.h"
 #include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/profiler.h"
+#include "linea/tensor/profiling_backend.h"
 
 namespace linea {
 
@@ -16,7 +18,8 @@ std::array<Backend*, 2>& registry() {
 
 void register_backend(DeviceType type, Backend* b) { registry()[static_cast<int>(type)] = b; }
 
-Backend& backend(Device device) {
+namespace {
+Backend& device_backend(Device device) {
   if (device.is_cpu()) return cpu::instance();
   LINEA_CHECK(device.index == 0, "[backend] only one GPU (cuda:0) is supported, got {}", device);
   Backend* b = registry()[static_cast<int>(device.type)];
@@ -29,6 +32,13 @@ Backend& backend(Device device) {
               device.is_cuda() ? "this build or machine has no CUDA support (see linea::cuda::is_available())"
                                : "the CPU backend was not registered");
   return *b;
+}
+}  // namespace
+
+// While linea::Profiler records, every kernel goes through its timing wrapper (profiler.h).
+Backend& backend(Device device) {
+  if (Profiler::active()) [[unlikely]] return profiling_backend(device_backend(device), device);
+  return device_backend(device);
 }
 
 }  // namespace linea
