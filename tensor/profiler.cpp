@@ -81,14 +81,14 @@ Ceilings measure_cpu_ceilings() {
   Backend& cpu = backend(Device::cpu());
   const Tensor a = randn({1, n, n}, gen), b = randn({1, n, n}, gen), ab = empty({1, n, n});
   c.gflops = 2.0 * double(n * n * n) / median_seconds(5, [&] { cpu.gemm(a, b, ab); }) / 1e9;
-  const Tensor src = zeros({int64_t(64) << 20}), dst = empty({int64_t(64) << 20});  // 256 MiB of float32 each
+  const Tensor src = zeros({int64_t(16) << 20}), dst = empty({int64_t(16) << 20});  // 64 MiB of float32 each
   c.gbps = 2.0 * double(src.numel() * 4) / median_seconds(3, [&] { cpu.copy(src, dst); }) / 1e9;
   return c;
 }
 
 std::string profile_table(const std::vector<ProfileRow>& rows, double step_seconds, const Ceilings& ceilings) {
-  std::string out = fmt::format("{:<26} {:>6} {:>9} {:>7} {:>14} {:>8}\n", "op", "calls", "total ms", "% step",
-                                "rate", "% ceil");
+  std::string out = fmt::format("{:<26} {:>6} {:>9} {:>7} {:>12} {:>14} {:>7}\n", "op", "calls", "total ms",
+                                "% step", "work", "rate", "% ceil");
   std::vector<std::string> phases;
   for (const ProfileRow& r : rows)
     if (std::find(phases.begin(), phases.end(), r.phase) == phases.end()) phases.push_back(r.phase);
@@ -104,7 +104,9 @@ std::string profile_table(const std::vector<ProfileRow>& rows, double step_secon
     std::sort(in.begin(), in.end(), [](const ProfileRow& x, const ProfileRow& y) { return x.seconds > y.seconds; });
     out += fmt::format("-- {}: {:.2f} ms in kernels\n", phase, phase_s * 1e3);
     for (const ProfileRow& r : in) {
-      std::string rate, ceil;
+      std::string work, rate, ceil;
+      if (r.flops > 0) work = fmt::format("{:.3f} GFLOP", r.flops / 1e9);
+      else if (r.bytes > 0) work = fmt::format("{:.1f} MB", r.bytes / 1e6);
       if (r.flops > 0 && r.seconds > 0) {
         rate = fmt::format("{:.1f} GFLOP/s", r.flops / r.seconds / 1e9);
         ceil = fmt::format("{:.0f}%", 100 * r.flops / r.seconds / 1e9 / ceilings.gflops);
@@ -112,14 +114,14 @@ std::string profile_table(const std::vector<ProfileRow>& rows, double step_secon
         rate = fmt::format("{:.1f} GB/s", r.bytes / r.seconds / 1e9);
         ceil = fmt::format("{:.0f}%", 100 * r.bytes / r.seconds / 1e9 / ceilings.gbps);
       }
-      out += fmt::format("{:<26} {:>6} {:>9.3f} {:>6.1f}% {:>14} {:>8}\n", r.op, r.calls, r.seconds * 1e3,
-                         100 * r.seconds / step_seconds, rate, ceil);
+      out += fmt::format("{:<26} {:>6} {:>9.3f} {:>6.1f}% {:>12} {:>14} {:>7}\n", r.op, r.calls, r.seconds * 1e3,
+                         100 * r.seconds / step_seconds, work, rate, ceil);
     }
     kernels_s += phase_s;
   }
   out += fmt::format("{:<26} {:>6} {:>9.3f} {:>6.1f}%\n", "(outside kernels)", "", (step_seconds - kernels_s) * 1e3,
                      100 * (step_seconds - kernels_s) / step_seconds);
-  out += fmt::format("step {:.2f} ms; ceilings: {:.1f} GFLOP/s (float32 matmul 1024^3), {:.1f} GB/s (256 MiB copy)\n",
+  out += fmt::format("step {:.2f} ms; ceilings: {:.1f} GFLOP/s (float32 matmul 1024^3), {:.1f} GB/s (64 MiB copy)\n",
                      step_seconds * 1e3, ceilings.gflops, ceilings.gbps);
   return out;
 }

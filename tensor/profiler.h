@@ -61,8 +61,8 @@ class Profiler {
 };
 
 // The machine's two rates that the table compares against: float32 GEMM (linea's matmul of two
-// 1024 x 1024 matrices) and memory bandwidth (a 256 MiB copy, bytes read + written), each the
-// median of a few runs. Takes about a second.
+// 1024 x 1024 matrices) and memory bandwidth (a 64 MiB copy, bytes read + written), each the
+// median of a few runs. Takes well under a second; its 128 MiB of buffers go to the host cache.
 struct Ceilings {
   double gflops = 0;
   double gbps = 0;
@@ -70,7 +70,7 @@ struct Ceilings {
 Ceilings measure_cpu_ceilings();
 
 // The table, phase by phase, the most expensive kernels first: op, calls, total ms, % of the
-// step, and the rate reached (GFLOP/s or GB/s) as a share of the ceiling. step_seconds is the
+// step, the work (GFLOP or MB moved), and the rate reached (GFLOP/s or GB/s) as a share of the ceiling. step_seconds is the
 // whole step's wall time; what the kernels do not account for (allocation bookkeeping, building
 // the graph, the host code between kernels) is printed as its own line.
 std::string profile_table(const std::vector<ProfileRow>& rows, double step_seconds, const Ceilings& ceilings);
