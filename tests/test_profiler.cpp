@@ -119,6 +119,12 @@ TEST_CASE("the host cache gives its memory back: empty_host_cache and the limit"
   CHECK(cpu::host_memory_stats().system_allocs == s.system_allocs + 1);
   cpu::set_host_cache_limit(limit);
 
+  // Blocks of 64 MiB and more are never cached.
+  s = cpu::host_memory_stats();
+  { Tensor t = empty({int64_t(16) << 20}); }  // 64 MiB
+  CHECK(cpu::host_memory_stats().cached == s.cached);
+  CHECK(cpu::host_memory_stats().system_frees == s.system_frees + 1);
+
   // A size class holds at most 12.5% more than asked from 1 MiB up; reuse is within the class.
   { Tensor t = empty({(3 << 20) / 4 - 256}); }  // 3 MiB - 1 KiB: the 3 MiB class (256 KiB steps)
   s = cpu::host_memory_stats();

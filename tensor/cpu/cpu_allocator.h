@@ -4,7 +4,9 @@
 // Freed blocks go to free lists keyed by their size class, and the next request of that class
 // takes one from there instead of calling malloc: from the third step on (the first makes the
 // optimizer state, the second may still meet new sizes) a step does no malloc or free of tensor
-// storage. The cached bytes are capped (set_cache_limit) and handed back with empty_cache().
+// storage. The cached bytes are capped (set_host_cache_limit), blocks of 64 MiB and more are not
+// cached at all, and empty_host_cache() hands everything cached back: call it between phases that
+// use different sizes (the examples do after each evaluation), or each phase's blocks stay cached.
 #pragma once
 #include <cstddef>
 #include <cstdint>
