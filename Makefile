@@ -5,6 +5,8 @@
 #   make lm      char-level GPT with causal MHLA on the King James Bible (prepared once), then a sample
 #   make mqar    associative recall (Zoology's MQAR): softmax vs linear vs MHLA at 4, 8, 16 key-value pairs
 #   make bench   the kernel benchmarks (bench/) and the examples' training-step benchmarks
+#   make bench-peer  the examples' training steps next to PyTorch's on the same models (bench/peer/;
+#                needs `pip install torch`, says so and stops cleanly without it)
 #   make lab     attention_lab: rank and entropy of softmax / linear / MHLA maps, heatmaps and plots
 #                in runs/lab/ (docs/attention.md), on make train's and make lm's checkpoints if present
 #   make build   setup + configure + build everything;  make clean  removes the build dir
@@ -32,7 +34,7 @@ export OMP_WAIT_POLICY ?= passive
 # Setup is idempotent and fast when everything is installed, so every entry point runs it.
 CONFIGURE = scripts/setup.sh && cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: train test build clean lm mqar bench train-dist sanitize sanitize-core fuzz fuzz-short fuzz-build clang
+.PHONY: train test build clean lm mqar bench bench-peer train-dist sanitize sanitize-core fuzz fuzz-short fuzz-build clang
 
 train:
 	$(CONFIGURE)
@@ -69,6 +71,12 @@ bench:
 	$(BUILD_DIR)/bench/bench_attention
 	$(BUILD_DIR)/examples/vit_fmnist --bench 20 --attn all
 	$(BUILD_DIR)/examples/char_lm --bench 20 --attn all
+
+# PyTorch is optional: without it bench/peer/run.py --check says how to install it, and nothing is built.
+bench-peer:
+	@if python3 bench/peer/run.py --check; then \
+	  $(CONFIGURE) && cmake --build $(BUILD_DIR) -j$(JOBS) --target vit_fmnist char_lm && \
+	  python3 bench/peer/run.py --build $(BUILD_DIR); fi
 
 # attention_lab reads runs/vit_fmnist_mhla and runs/char_lm_mhla (make train, make lm) when they
 # exist; otherwise it trains each briefly itself (1 epoch, 300 steps) into runs/lab/ and says so.

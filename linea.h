@@ -3,6 +3,7 @@
 
 #include "linea/tensor/atomic_file.h"
 #include "linea/tensor/backend.h"
+#include "linea/tensor/cpu/cpu_allocator.h"
 #include "linea/tensor/creation.h"
 #include "linea/tensor/device.h"
 #include "linea/tensor/dtype.h"
@@ -10,6 +11,7 @@
 #include "linea/tensor/npy.h"
 #include "linea/tensor/precision.h"
 #include "linea/tensor/print.h"
+#include "linea/tensor/profiler.h"
 #include "linea/tensor/random.h"
 #include "linea/tensor/shape.h"
 #include "linea/tensor/tensor.h"

@@ -2,8 +2,8 @@
 // layer (checks, expand, output allocation) should vanish for all but tiny matrices.
 //
 // Prints which OpenBLAS is loaded and how it threads, then GFLOP/s (median of N timed runs after
-// warm-up) for square float32 products, a batched product, and the 1024 product at 1 and 2
-// OpenMP threads. Usage: bench_matmul [runs]   (OMP_NUM_THREADS sets the threads of the main table)
+// warm-up) for square float32 products, a batched product, the exact shapes of the ViT's and the
+// char-GPT's linear layers (forward and backward), and the 1024 product at 1 and 2 OpenMP threads. Usage: bench_matmul [runs]   (OMP_NUM_THREADS sets the threads of the main table)
 #include <cblas.h>
 #include <omp.h>
 
@@ -90,6 +90,49 @@ Result compare(int64_t batch, int64_t n, int runs) {
   return {flops / t_linea / 1e9, flops / t_direct / 1e9};
 }
 
+// The products the example models run: x [M, K] @ Wᵀ with W [N, K] (a Linear's forward), and
+// its two backward products, dX = G [M, N] @ W [N, K] and dW = Gᵀ [N, M] @ x [M, K]. linea's
+// matmul (with the transposed views Linear passes) against one direct cblas_sgemm call.
+void model_rows(int runs, const std::function<void(const char*, Result)>& row) {
+  struct Shape3 {
+    const char* name;
+    int64_t M, K, N;
+  };
+  const Shape3 shapes[] = {
+      {"ViT qkv", 128 * 64, 64, 192}, {"ViT proj", 128 * 64, 64, 64}, {"ViT fc1", 128 * 64, 64, 128},
+      {"ViT fc2", 128 * 64, 128, 64}, {"GPT qkv", 12 * 64, 128, 384}, {"GPT fc1", 12 * 64, 128, 512},
+      {"GPT fc2", 12 * 64, 512, 128}, {"GPT head", 12 * 64, 128, 65}};
+  Generator g(7);
+  for (const Shape3& s : shapes) {
+    const Tensor x = randn({s.M, s.K}, g), w = randn({s.N, s.K}, g), gr = randn({s.M, s.N}, g);
+    Tensor c = empty({s.M, s.N}), dx = empty({s.M, s.K}), dw = empty({s.N, s.K});
+    const float *px = x.data<float>(), *pw = w.data<float>(), *pg = gr.data<float>();
+    const double fl = 2.0 * double(s.M * s.K * s.N);
+    auto gf = [&](std::pair<double, double> t) { return Result{fl / t.first / 1e9, fl / t.second / 1e9}; };
+    row(fmt::format("{} x@Wt {}x{}x{}", s.name, s.M, s.K, s.N).c_str(),
+        gf(median_seconds(
+            runs, [&] { Tensor o = matmul(x, w.t()); },
+            [&] {
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.M, s.N, s.K, 1.0f, px, s.K, pw, s.K, 0.0f,
+                          c.data<float>(), s.N);
+            })));
+    row(fmt::format("{} dX=G@W", s.name).c_str(),
+        gf(median_seconds(
+            runs, [&] { Tensor o = matmul(gr, w); },
+            [&] {
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.M, s.K, s.N, 1.0f, pg, s.N, pw, s.K, 0.0f,
+                          dx.data<float>(), s.K);
+            })));
+    row(fmt::format("{} dW=Gt@x", s.name).c_str(),
+        gf(median_seconds(
+            runs, [&] { Tensor o = matmul(gr.t(), x); },
+            [&] {
+              cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s.N, s.K, s.M, 1.0f, pg, s.N, px, s.K, 0.0f,
+                          dw.data<float>(), s.K);
+            })));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,15 +145,18 @@ int main(int argc, char** argv) {
   std::printf("omp_get_max_threads(): %d   openblas_get_num_threads(): %d   runs per point: %d (median)\n\n",
               omp_get_max_threads(), openblas_get_num_threads(), runs);
 
-  std::printf("%-22s %12s %12s %8s\n", "float32 matmul", "linea GF/s", "direct GF/s", "ratio");
+  std::printf("%-34s %12s %12s %8s\n", "float32 matmul", "linea GF/s", "direct GF/s", "ratio");
   auto row = [&](const char* name, Result r) {
-    std::printf("%-22s %12.1f %12.1f %8.3f\n", name, r.linea_gflops, r.direct_gflops, r.linea_gflops / r.direct_gflops);
+    std::printf("%-34s %12.1f %12.1f %8.3f\n", name, r.linea_gflops, r.direct_gflops, r.linea_gflops / r.direct_gflops);
   };
   for (int64_t n : {256, 512, 1024, 2048}) {
     const int r = n >= 2048 ? std::max(3, runs / 2) : runs;
     row(fmt::format("{0}x{0} @ {0}x{0}", n).c_str(), compare(0, n, r));
   }
   row("[32,256,256] batched", compare(32, 256, runs));
+
+  std::printf("\nthe example models' products (a Linear's forward and its two backward products):\n");
+  model_rows(runs, row);
 
   std::printf("\nthreads (omp_set_num_threads; OpenMP OpenBLAS follows it), 1024x1024:\n");
   const int max_threads = omp_get_max_threads();

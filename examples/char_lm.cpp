@@ -67,6 +67,7 @@ struct Config {
   double temperature = 0.8;
   std::string prompt = "\n";
   int64_t bench = 0, threads = 0;
+  bool profile = false;  // with --bench (default 5 steps): the per-op profile of one more step
   std::string device = "cpu";
   std::string trace;  // a file: the windows, lr, loss and grad norm of every step (parity checks)
 };
@@ -108,6 +109,8 @@ const std::vector<flags::Flag<Config>>& flag_table() {
       flag("temperature", &Config::temperature, false, "sampling temperature", flags::positive()),
       flag("prompt", &Config::prompt, false, "text the sample continues"),
       flag("bench", &Config::bench, false, "time N training steps (median), no training", flags::at_least(0)),
+      flag("profile", &Config::profile, false,
+           "on: after the --bench steps (5 without --bench), print the per-op profile of one more step"),
       flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)", flags::at_least(0, 1024)),
       flag("device", &Config::device, false, "cpu | cuda: where training and --bench run (sampling runs on the CPU)"),
       flag("trace", &Config::trace, false,
@@ -123,7 +126,7 @@ const std::vector<flags::Flag<Config>>& flag_table() {
 void check(const Config& o) {
   if (o.attn != "softmax" && o.attn != "linear" && o.attn != "mhla" && o.attn != "all")
     fail(fmt::format("--attn must be softmax, linear or mhla (or all with --bench), got '{}'", o.attn));
-  if (o.attn == "all" && o.bench == 0) fail("--attn all only goes with --bench N");
+  if (o.attn == "all" && o.bench == 0 && !o.profile) fail("--attn all only goes with --bench N");
   if (o.dim % o.heads != 0) fail(fmt::format("--dim {} is not a multiple of --heads {}", o.dim, o.heads));
   if (o.min_lr > o.lr) fail(fmt::format("--min-lr {} is above --lr {}", o.min_lr, o.lr));
   if (o.warmup > o.steps) fail(fmt::format("--warmup {} is more than --steps {}", o.warmup, o.steps));
@@ -226,7 +229,9 @@ BenchRow bench_one(Config o, const std::string& attn, Device dev) {
   const int64_t rows = dist::shard(o.batch).size;  // under mpirun: this rank's share of the batch
   const Tensor x = randint(0, 65, {rows, o.context}, gen).to(dev);
   const Tensor y = randint(0, 65, {rows, o.context}, gen).to(dev);
-  BenchRow row = time_steps(o.bench, double(o.batch * o.context), dev, [&] { return trainer.train_step(x, y); });
+  BenchRow row = time_steps(o.bench, double(o.batch * o.context), dev, [&] { return trainer.train_step(x, y); },
+                            o.profile ? attn : "");
+  row.params = model->num_parameters();
   if (trainer.data_parallel) print_comm_share(*trainer.data_parallel, row);
   return row;
 }
@@ -408,6 +413,7 @@ int main(int argc, char** argv) {
     check_memory(o);
     const Device dev = flags::parse_device("char_lm", o.device);
     if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
+    if (o.profile && o.bench == 0) o.bench = 5;
     if (o.bench > 0) return run_bench(o, dev);
     if (!o.load.empty()) return run_sample(o);
     return run_train(o, dev);

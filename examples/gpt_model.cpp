@@ -273,17 +273,26 @@ StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
 
 StepStats Trainer::train_step(const std::function<Tensor()>& loss_fn) {
   StepStats s;
+  // Each phase in a Profiler::Scope: with --profile its kernels are listed under its name.
   auto t = std::chrono::steady_clock::now();
-  Tensor loss = loss_fn();
-  s.loss = loss.item();
+  Tensor loss;
+  {
+    Profiler::Scope phase("forward");
+    loss = loss_fn();
+    s.loss = loss.item();
+  }
   s.forward_s = seconds_since(t);
 
   t = std::chrono::steady_clock::now();
-  loss.backward();
-  if (data_parallel) data_parallel->synchronize();  // the mean gradient over the ranks
+  {
+    Profiler::Scope phase("backward");
+    loss.backward();
+    if (data_parallel) data_parallel->synchronize();  // the mean gradient over the ranks
+  }
   s.backward_s = seconds_since(t);
 
   t = std::chrono::steady_clock::now();
+  Profiler::Scope phase("update");
   if (opts_.grad_clip > 0) s.grad_norm = nn::clip_grad_norm_(trainable_, opts_.grad_clip);
   optimizer->set_lr(lr());
   optimizer->step();

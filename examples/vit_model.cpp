@@ -47,6 +47,8 @@ const std::vector<flags::Flag<Config>>& table() {
       flags::flag("resume", &Config::resume, false, "continue from this checkpoint (its config is the base)"),
       flags::flag("eval", &Config::eval, false, "only evaluate this checkpoint on the test set"),
       flags::flag("bench", &Config::bench, false, "time N training steps (median), no training", flags::at_least(0)),
+      flags::flag("profile", &Config::profile, false,
+                  "on: after the --bench steps (5 without --bench), print the per-op profile of one more step"),
       flags::flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)", flags::at_least(0, 1024)),
       flags::flag("device", &Config::device, false, "cpu | cuda: where the model trains"),
   };
@@ -57,7 +59,7 @@ const std::vector<flags::Flag<Config>>& table() {
 void check(const Config& o) {
   if (o.attn != "softmax" && o.attn != "linear" && o.attn != "mhla" && o.attn != "all")
     fail(fmt::format("--attn must be softmax, linear or mhla (or all with --bench), got '{}'", o.attn));
-  if (o.attn == "all" && o.bench == 0) fail("--attn all only goes with --bench N");
+  if (o.attn == "all" && o.bench == 0 && !o.profile) fail("--attn all only goes with --bench N");
   if (o.img() % o.patch != 0) fail(fmt::format("--patch {} does not divide the {}-pixel images", o.patch, o.img()));
   if ((o.img() / o.patch) % o.block != 0)
     fail(fmt::format("--block {} does not divide the {}x{} patch grid", o.block, o.img() / o.patch, o.img() / o.patch));
@@ -165,29 +167,44 @@ void Trainer::distribute(dist::DataParallelOptions opts) {
 
 StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
   StepStats s;
+  // Each phase in a Profiler::Scope: with --profile its kernels are listed under its name.
   auto t = std::chrono::steady_clock::now();
-  Tensor logits = model->forward(x);
-  Tensor loss = nn::cross_entropy(logits, y, {.label_smoothing = opts_.label_smoothing});
-  s.loss = loss.item();
+  Tensor logits, loss;
+  {
+    Profiler::Scope phase("forward");
+    logits = model->forward(x);
+    loss = nn::cross_entropy(logits, y, {.label_smoothing = opts_.label_smoothing});
+    s.loss = loss.item();
+  }
   s.forward_s = seconds_since(t);
 
   t = std::chrono::steady_clock::now();
-  loss.backward();
-  if (data_parallel) data_parallel->synchronize();  // the mean gradient over the ranks
+  {
+    Profiler::Scope phase("backward");
+    loss.backward();
+    if (data_parallel) data_parallel->synchronize();  // the mean gradient over the ranks
+  }
   s.backward_s = seconds_since(t);
 
   t = std::chrono::steady_clock::now();
-  optimizer->set_lr(lr());
-  optimizer->step();
-  optimizer->zero_grad();  // step() also kept MHLA's mix in [0, 1] (its projection, nn/attention.h)
+  {
+    Profiler::Scope phase("update");
+    optimizer->set_lr(lr());
+    optimizer->step();
+    optimizer->zero_grad();  // step() also kept MHLA's mix in [0, 1] (its projection, nn/attention.h)
+  }
   ++step_;
   s.update_s = seconds_since(t);
 
+  Profiler::Scope phase("metrics");
   s.correct = count_correct(logits, y);
   return s;
 }
 
 EvalStats Trainer::evaluate(const Tensor& x, const Tensor& y, int64_t batch) {
+  // Evaluation's batch sizes are not training's: hand the training step's cached blocks back
+  // before, and evaluation's after, so the two sets never sit in the host cache side by side.
+  cpu::empty_host_cache();
   NoGradGuard no_grad;
   model->eval();
   double loss_sum = 0;
@@ -200,6 +217,7 @@ EvalStats Trainer::evaluate(const Tensor& x, const Tensor& y, int64_t batch) {
     correct += count_correct(logits, yb);
   }
   model->train();
+  cpu::empty_host_cache();
   const auto n = static_cast<double>(x.size(0));
   return {loss_sum / n, static_cast<double>(correct) / n};
 }

@@ -49,6 +49,7 @@ struct Config {
   std::string resume;    // a checkpoint to continue from
   std::string eval;      // a checkpoint to evaluate (no training)
   int64_t bench = 0;     // > 0: time this many training steps instead of training
+  bool profile = false;  // with --bench (default 5 steps): the per-op profile of one more step
   int64_t threads = 0;   // 0 = OpenMP's default (all cores)
   std::string device = "cpu";  // cpu | cuda
 

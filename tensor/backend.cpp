@@ -3,6 +3,8 @@
 #include <array>
 
 #include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/profiler.h"
+#include "linea/tensor/profiling_backend.h"
 
 namespace linea {
 
@@ -17,7 +19,8 @@ std::array<BackendProvider, 2>& providers() {
 
 void register_backend(DeviceType type, BackendProvider provider) { providers()[static_cast<int>(type)] = provider; }
 
-Backend& backend(Device device) {
+namespace {
+Backend& device_backend(Device device) {
   if (device.is_cpu()) return cpu::instance();
   LINEA_CHECK(device.index == 0, "[backend] only one GPU (cuda:0) is supported, got {}", device);
   const BackendProvider provider = providers()[static_cast<int>(device.type)];
@@ -26,6 +29,13 @@ Backend& backend(Device device) {
               device.is_cuda() ? "this build or machine has no CUDA support (see linea::cuda::is_available())"
                                : "no backend registered for this device type");
   return *b;
+}
+}  // namespace
+
+// While linea::Profiler records, every kernel goes through its timing wrapper (profiler.h).
+Backend& backend(Device device) {
+  if (Profiler::active()) [[unlikely]] return profiling_backend(device_backend(device), device);
+  return device_backend(device);
 }
 
 }  // namespace linea

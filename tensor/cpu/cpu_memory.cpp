@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "linea/tensor/cpu/cpu_allocator.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/strided.h"
 
@@ -21,12 +22,10 @@ CpuBackend& instance() {
 }
 
 std::shared_ptr<Storage> CpuBackend::allocate(std::size_t nbytes) {
-  // 64-byte alignment: full cache lines and aligned SIMD loads for BLAS and our loops.
-  LINEA_CHECK(nbytes <= PTRDIFF_MAX, "[allocate] {} bytes is more than any host can address", nbytes);
-  std::size_t padded = (nbytes + 63) / 64 * 64;
-  void* p = padded ? std::aligned_alloc(64, padded) : nullptr;
-  LINEA_CHECK(p != nullptr || padded == 0, "[allocate] out of host memory allocating {} bytes", nbytes);
-  return std::make_shared<Storage>(p, nbytes, Device::cpu(), [](void* q) { std::free(q); });
+  if (nbytes == 0) return std::make_shared<Storage>(nullptr, 0, Device::cpu(), nullptr);
+  // From the caching allocator (cpu_allocator.h): a steady training step reuses last step's blocks.
+  const HostBlock block = host_allocate(nbytes);
+  return std::make_shared<Storage>(block.ptr, nbytes, Device::cpu(), [block](void*) { host_release(block); });
 }
 
 void CpuBackend::copy_from_host(Storage& dst, std::size_t off, const void* src, std::size_t nbytes) {
