@@ -127,6 +127,7 @@ int run_eval(const Config& o, Device dev) {
 // ---------------------------------------------------------------- training
 
 int run_train(const Config& o, Device dev) {
+  const auto program_start = Clock::now();
   // A resumed run keeps writing beside its checkpoint unless told otherwise.
   std::string out = o.out;
   if (out.empty() && !o.resume.empty()) out = std::filesystem::path(o.resume).parent_path().string();
@@ -228,9 +229,16 @@ int run_train(const Config& o, Device dev) {
     save();
   }
   if (test_acc == 0) test_acc = evaluate().accuracy;  // resumed a finished run
-  fmt::print("vit_fmnist {}: {} accuracy {:.2f}% after {} epochs ({} steps), {} of training; {}\n", o.attn,
-             split, 100 * test_acc, o.epochs, trainer.step(), data::format_duration(seconds), out);
-  fmt::print("plot the loss and accuracy curves: {}\n", plot::plot_metrics_command(out));
+  if (!dist::is_main()) return 0;
+  // How it went, and what to do with the run next.
+  fmt::print("\nvit_fmnist {}: {} accuracy {:.2f}% after {} epochs ({} steps); {} of training, {} in all\n", o.attn,
+             split, 100 * test_acc, o.epochs, trainer.step(), data::format_duration(seconds),
+             data::format_duration(seconds_since(program_start)));
+  const std::string self = data::sibling_program("vit_fmnist");
+  fmt::print("  checkpoint  {}  (model + AdamW state, after every epoch)\n", ckpt);
+  fmt::print("  metrics     {}  (one row per epoch)\n", csv_path);
+  fmt::print("  evaluate    {} --eval {}\n", self, ckpt);
+  fmt::print("  plot        {}\n", plot::plot_metrics_command(out));
   return 0;
 }
 

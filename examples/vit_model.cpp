@@ -37,6 +37,7 @@ const std::vector<flags::Flag<Config>>& table() {
       flags::flag("weight-decay", &Config::weight_decay, true, "AdamW decoupled weight decay", flags::at_least(0)),
       flags::flag("label-smoothing", &Config::label_smoothing, true, "cross-entropy label smoothing",
                   flags::below(0, 1)),
+      flags::flag("clip", &Config::grad_clip, true, "max global gradient norm (0: no clipping)", flags::at_least(0)),
       flags::flag("augment", &Config::augment, true, "on | off: random 2-pixel shifts and horizontal flips"),
       flags::flag("seed", &Config::seed, true, "seeds the weights, the data order and the augmentation"),
       flags::flag("holdout", &Config::holdout, true, "evaluate on the last N training images, not the test set",
@@ -177,6 +178,7 @@ StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
   t = std::chrono::steady_clock::now();
   loss.backward();
   if (data_parallel) data_parallel->synchronize();  // the mean gradient over the ranks
+  if (opts_.grad_clip > 0) nn::clip_grad_norm_(model->parameters(), opts_.grad_clip);
   s.backward_s = seconds_since(t);
 
   t = std::chrono::steady_clock::now();

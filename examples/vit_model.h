@@ -37,6 +37,7 @@ struct Config {
   int64_t warmup = 200;             // linear warm-up steps, then cosine decay to min_lr
   double weight_decay = 0.05;       // not on norms, biases, position embeddings, MHLA's mix
   double label_smoothing = 0.1;
+  double grad_clip = 0;  // > 0: scale the gradients so their global norm is at most this
   bool augment = false;  // random shifts of up to 2 pixels and horizontal flips: slows the
                          // short default run down (measured on held-out data), helps long ones
   uint64_t seed = 1;    // the weights, the data order and the augmentation
