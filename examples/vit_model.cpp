@@ -48,6 +48,9 @@ const std::vector<flags::Flag<Config>>& table() {
       flags::flag("resume", &Config::resume, false, "continue from this checkpoint (its config is the base)"),
       flags::flag("eval", &Config::eval, false, "only evaluate this checkpoint on the test set"),
       flags::flag("bench", &Config::bench, false, "time N training steps (median), no training", flags::at_least(0)),
+      flags::flag("time-budget", &Config::time_budget, false,
+                  "seconds: train the most whole epochs (up to --epochs) that fit, timed on this machine",
+                  flags::at_least(0)),
       flags::flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)", flags::at_least(0, 1024)),
       flags::flag("device", &Config::device, false, "cpu | cuda: where the model trains"),
   };
@@ -69,6 +72,7 @@ void check(const Config& o) {
   if (o.lr * o.weight_decay >= 1)  // AdamW scales the weights by 1 - lr·wd every step
     fail(fmt::format("--weight-decay {} x --lr {} must be < 1", o.weight_decay, o.lr));
   if (!o.resume.empty() && !o.eval.empty()) fail("--resume and --eval do not go together");
+  if (o.time_budget > 0 && !o.resume.empty()) fail("--time-budget is for a new run: a resumed run keeps its epochs");
 }
 
 }  // namespace

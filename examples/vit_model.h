@@ -50,6 +50,7 @@ struct Config {
   std::string resume;    // a checkpoint to continue from
   std::string eval;      // a checkpoint to evaluate (no training)
   int64_t bench = 0;     // > 0: time this many training steps instead of training
+  double time_budget = 0;  // > 0 (seconds): train the most epochs, up to `epochs`, that fit
   int64_t threads = 0;   // 0 = OpenMP's default (all cores)
   std::string device = "cpu";  // cpu | cuda
 
