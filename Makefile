@@ -18,9 +18,12 @@
 #   make fuzz-short  the same fuzzers for 20 s each (ctest -L fuzz), as .ci/run does
 #   make clang   build everything with clang++ (CUDA off) in build-clang/
 # BUILD_DIR (default build) and JOBS (default 2) can be overridden: make test JOBS=8
+# make train SEED=n picks the seed (default 1); TRAIN_ARGS adds vit_fmnist flags, for example
+#   make train TRAIN_ARGS="--time-budget 300"   the most whole epochs that fit in 5 minutes here
 
 BUILD_DIR ?= build
 JOBS ?= 2
+SEED ?= 1
 MAKEFLAGS += --no-print-directory
 
 # OpenMP threads that finish early sleep instead of spinning. With the default (spin), an idle
@@ -40,7 +43,7 @@ train:
 	$(CONFIGURE)
 	scripts/prepare_data.sh fmnist
 	cmake --build $(BUILD_DIR) -j$(JOBS) --target vit_fmnist
-	$(BUILD_DIR)/examples/vit_fmnist --attn mhla --overwrite on
+	$(BUILD_DIR)/examples/vit_fmnist --attn mhla --overwrite on --seed $(SEED) $(TRAIN_ARGS)
 
 build:
 	$(CONFIGURE)

@@ -112,6 +112,33 @@ int run_bench(const Config& o, Device dev) {
   return run_bench_rows(o.attn, dev, [&](const std::string& attn) { return bench_one(o, attn, dev); });
 }
 
+// ---------------------------------------------------------------- --time-budget
+
+// The most whole epochs, at most o.epochs, that fit in o.time_budget seconds on this machine: a
+// probe times the training step (bench_one, on a random batch) before the run starts, and an
+// evaluation is estimated as forward passes over the test set. Whole epochs, so that the run is
+// exactly the `--epochs N` run and can be repeated bit for bit on any machine.
+int64_t epochs_within_budget(const Config& o, Device dev, int64_t steps_per_epoch, int64_t test_images,
+                             Clock::time_point program_start) {
+  Config timed = o;
+  timed.bench = 10;
+  const BenchRow probe = bench_one(timed, o.attn, dev);
+  const double spent = seconds_since(program_start);  // loading the data and the probe
+  const double step_s = probe.step_ms / 1e3, eval_s = double(test_images) / double(o.batch) * probe.forward_ms / 1e3;
+  // 5% on top for what the probe's median does not see: batching, slower steps, checkpoint writes.
+  const double epoch_s = 1.05 * (double(steps_per_epoch) * step_s + eval_s);
+  const double left = o.time_budget - spent;
+  const int64_t fit = std::clamp<int64_t>(int64_t(left / epoch_s), 1, o.epochs);
+  // Under mpirun every rank must run the same epochs: rank 0's choice.
+  const int64_t epochs = int64_t(examples::sum_over_ranks({dist::is_main() ? double(fit) : 0.0})[0]);
+  fmt::print("--time-budget {}: a step takes {:.0f} ms here and an evaluation about {:.1f} s, so {} of {} epochs "
+             "fit (about {}); `--epochs {}` repeats this run exactly\n",
+             data::format_duration(o.time_budget), probe.step_ms, eval_s, epochs, o.epochs,
+             data::format_duration(spent + double(epochs) * epoch_s), epochs);
+  if (left < epoch_s) fmt::print("--time-budget: even one epoch does not fit; training one\n");
+  return epochs;
+}
+
 // ---------------------------------------------------------------- --eval
 
 int run_eval(const Config& o, Device dev) {
@@ -128,7 +155,8 @@ int run_eval(const Config& o, Device dev) {
 
 // ---------------------------------------------------------------- training
 
-int run_train(const Config& o, Device dev) {
+int run_train(Config o, Device dev) {
+  const auto program_start = Clock::now();
   // A resumed run keeps writing beside its checkpoint unless told otherwise.
   std::string out = o.out;
   if (out.empty() && !o.resume.empty()) out = std::filesystem::path(o.resume).parent_path().string();
@@ -148,7 +176,9 @@ int run_train(const Config& o, Device dev) {
       return data::random_crop_flip(x, {.pad = 2, .flip = true, .fill = black}, gen);
     };
   data::DataLoader loader(data.train_x, data.train_y, lo);
-  const int64_t steps_per_epoch = loader.batches_per_epoch(), total_steps = o.epochs * steps_per_epoch;
+  const int64_t steps_per_epoch = loader.batches_per_epoch();
+  if (o.time_budget > 0) o.epochs = epochs_within_budget(o, dev, steps_per_epoch, data.test_x.size(0), program_start);
+  const int64_t total_steps = o.epochs * steps_per_epoch;
   vit::Trainer trainer(o, total_steps);
   nn::to(*trainer.model, dev);  // in place: the optimizer's handles follow, its state is made at step 1
   if (dist::world().size > 1) trainer.distribute();
@@ -230,9 +260,16 @@ int run_train(const Config& o, Device dev) {
     save();
   }
   if (test_acc == 0) test_acc = evaluate().accuracy;  // resumed a finished run
-  fmt::print("vit_fmnist {}: {} accuracy {:.2f}% after {} epochs ({} steps), {} of training; {}\n", o.attn,
-             split, 100 * test_acc, o.epochs, trainer.step(), data::format_duration(seconds), out);
-  fmt::print("plot the loss and accuracy curves: {}\n", plot::plot_metrics_command(out));
+  if (!dist::is_main()) return 0;
+  // How it went, and what to do with the run next.
+  fmt::print("\nvit_fmnist {}: {} accuracy {:.2f}% after {} epochs ({} steps); {} of training, {} in all\n", o.attn,
+             split, 100 * test_acc, o.epochs, trainer.step(), data::format_duration(seconds),
+             data::format_duration(seconds_since(program_start)));
+  const std::string self = data::sibling_program("vit_fmnist");
+  fmt::print("  checkpoint  {}  (model + AdamW state, after every epoch)\n", ckpt);
+  fmt::print("  metrics     {}  (one row per epoch)\n", csv_path);
+  fmt::print("  evaluate    {} --eval {}\n", self, ckpt);
+  fmt::print("  plot        {}\n", plot::plot_metrics_command(out));
   return 0;
 }
 

@@ -37,6 +37,7 @@ const std::vector<flags::Flag<Config>>& table() {
       flags::flag("weight-decay", &Config::weight_decay, true, "AdamW decoupled weight decay", flags::at_least(0)),
       flags::flag("label-smoothing", &Config::label_smoothing, true, "cross-entropy label smoothing",
                   flags::below(0, 1)),
+      flags::flag("clip", &Config::grad_clip, true, "max global gradient norm (0: no clipping)", flags::at_least(0)),
       flags::flag("augment", &Config::augment, true, "on | off: random 2-pixel shifts and horizontal flips"),
       flags::flag("seed", &Config::seed, true, "seeds the weights, the data order and the augmentation"),
       flags::flag("holdout", &Config::holdout, true, "evaluate on the last N training images, not the test set",
@@ -49,6 +50,9 @@ const std::vector<flags::Flag<Config>>& table() {
       flags::flag("bench", &Config::bench, false, "time N training steps (median), no training", flags::at_least(0)),
       flags::flag("profile", &Config::profile, false,
                   "on: after the --bench steps (5 without --bench), print the per-op profile of one more step"),
+      flags::flag("time-budget", &Config::time_budget, false,
+                  "seconds: train the most whole epochs (up to --epochs) that fit, timed on this machine",
+                  flags::at_least(0)),
       flags::flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)", flags::at_least(0, 1024)),
       flags::flag("device", &Config::device, false, "cpu | cuda: where the model trains"),
   };
@@ -70,6 +74,7 @@ void check(const Config& o) {
   if (o.lr * o.weight_decay >= 1)  // AdamW scales the weights by 1 - lr·wd every step
     fail(fmt::format("--weight-decay {} x --lr {} must be < 1", o.weight_decay, o.lr));
   if (!o.resume.empty() && !o.eval.empty()) fail("--resume and --eval do not go together");
+  if (o.time_budget > 0 && !o.resume.empty()) fail("--time-budget is for a new run: a resumed run keeps its epochs");
 }
 
 }  // namespace
@@ -183,6 +188,7 @@ StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
     Profiler::Scope phase("backward");
     loss.backward();
     if (data_parallel) data_parallel->synchronize();  // the mean gradient over the ranks
+    if (opts_.grad_clip > 0) nn::clip_grad_norm_(model->parameters(), opts_.grad_clip);
   }
   s.backward_s = seconds_since(t);
 

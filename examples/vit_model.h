@@ -37,6 +37,7 @@ struct Config {
   int64_t warmup = 200;             // linear warm-up steps, then cosine decay to min_lr
   double weight_decay = 0.05;       // not on norms, biases, position embeddings, MHLA's mix
   double label_smoothing = 0.1;
+  double grad_clip = 0;  // > 0: scale the gradients so their global norm is at most this
   bool augment = false;  // random shifts of up to 2 pixels and horizontal flips: slows the
                          // short default run down (measured on held-out data), helps long ones
   uint64_t seed = 1;    // the weights, the data order and the augmentation
@@ -50,6 +51,7 @@ struct Config {
   std::string eval;      // a checkpoint to evaluate (no training)
   int64_t bench = 0;     // > 0: time this many training steps instead of training
   bool profile = false;  // with --bench (default 5 steps): the per-op profile of one more step
+  double time_budget = 0;  // > 0 (seconds): train the most epochs, up to `epochs`, that fit
   int64_t threads = 0;   // 0 = OpenMP's default (all cores)
   std::string device = "cpu";  // cpu | cuda
 

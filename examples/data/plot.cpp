@@ -1,5 +1,6 @@
 // Heatmaps through libpng, line plots through gnuplot (data/plot.h).
 #include "data/plot.h"
+#include "data/run_files.h"
 
 #include <algorithm>
 #include <cmath>
@@ -218,9 +219,7 @@ std::vector<std::string> plot_metrics(const std::string& csv_path, const std::st
 }
 
 std::string plot_metrics_command(const std::string& run_dir) {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);  // Linux; else plot_metrics on PATH
-  return fmt::format("{} {}", ec ? "plot_metrics" : (self.parent_path() / "plot_metrics").string(), run_dir);
+  return fmt::format("{} {}", data::sibling_program("plot_metrics"), run_dir);
 }
 
 }  // namespace linea::plot

@@ -25,6 +25,12 @@ RunStart run_start(const std::string& dir, const std::string& resume, bool overw
   return overwrite ? RunStart::Overwrite : RunStart::Fresh;
 }
 
+std::string sibling_program(const std::string& name) {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);  // Linux
+  return ec ? name : (self.parent_path() / name).string();
+}
+
 void check_run_dir(const std::string& program, const std::string& dir, RunStart start) {
   std::error_code ec;
   if (fs::exists(dir, ec)) {

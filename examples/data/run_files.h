@@ -35,6 +35,10 @@ void check_run_dir(const std::string& program, const std::string& dir, RunStart 
 void open_run_dir(const std::string& program, const std::string& dir, RunStart start,
                   const std::vector<std::string>& run_files);
 
+// "<this program's folder>/<name>": how to call a program built beside this one (plot_metrics, or
+// the program itself) in an end-of-run message. Falls back to `name` where /proc is not there.
+std::string sibling_program(const std::string& name);
+
 // `text` to `path`, atomically; errors start with "[program]".
 void write_run_file(const std::string& program, const std::string& path, const std::string& text);
 
