@@ -1,6 +1,9 @@
-// The CUDA implementation of the kernel interface (tensor/backend.h). Host side only (g++): each
-// method validates its tensors, turns them into TensorArg (device_abi.h) and calls a launcher
-// from the family's .cu file. Methods are spread over one file per family, like the CPU backend:
+// The CUDA implementation of the kernel interface (tensor/backend.h). Each method validates its
+// tensors, turns them into TensorArg (below) or raw pointers and calls a launcher from the
+// family's .cu file. The header is fmt-free, like the tensor/ headers it includes, so the .cu
+// files (nvcc) include it too and see the same Tensor, DType, op enums and MHLAArgs as the .cpp
+// files (g++); only the checks, which format their messages with fmt, stay in the .cpp files.
+// Methods are spread over one file per family, like the CPU backend:
 //   cuda_memory.cpp (+ allocator.cpp)        allocate, host transfers, copy, fill
 //   cuda_elementwise.cpp / elementwise.cu    unary, binary, where
 //   cuda_reduce.cpp / reduce.cu              reduce, softmax, softmax_backward
@@ -8,13 +11,44 @@
 //   cuda_matmul.cpp                          gemm (cuBLAS)
 //   cuda_index.cpp / index.cu                index_select, index_add, gather, scatter_add
 //   cuda_fused.cpp / fused.cu                cross-entropy, AdamW/SGD steps, random_uniform, cumsum
+//   cuda_mhla.cpp / mhla.cu                  fused MHLA
+//   cuda_attention.cpp / attention.cu        fused softmax attention
 #pragma once
 #include <cuda_runtime.h>
 
-#include "linea/cuda/device_abi.h"
+#include <cstdint>
+
 #include "linea/tensor/backend.h"
 
 namespace linea::cuda {
+
+inline constexpr int kMaxDims = 8;
+
+// One operand of a kernel: element 0 of the view (storage base + offset, already applied) and
+// its shape/strides in elements. Passed by value to kernels (about 140 bytes of parameter space).
+struct TensorArg {
+  void* data = nullptr;
+  DType dtype = DType::Float32;
+  int ndim = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; ++i) n *= shape[i];
+    return n;
+  }
+};
+
+// The one stream every linea kernel and copy runs on (cuda_backend.cpp).
+cudaStream_t stream();
+
+// Grid size for a 1-d launch of n threads in blocks of `threads`, capped so grid-stride loops
+// cover the rest.
+inline unsigned blocks_for(int64_t n, int threads = 256) {
+  int64_t b = (n + threads - 1) / threads;
+  if (b < 1) b = 1;
+  return static_cast<unsigned>(b > 65535 * 8 ? 65535 * 8 : b);
+}
 
 class CudaBackend final : public Backend {
  public:

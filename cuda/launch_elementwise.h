@@ -3,7 +3,7 @@
 // for launch errors: the caller validates shapes, dtypes and devices beforehand and calls
 // check_launch after. Operands share out's shape (broadcast inputs have stride 0).
 #pragma once
-#include "linea/cuda/device_abi.h"
+#include "linea/cuda/cuda_backend.h"
 #include "linea/tensor/ops.h"
 
 namespace linea::cuda {

@@ -1,10 +1,10 @@
-// Launchers of the indexing kernels (index.cu), called by cuda_index.cpp. fmt-free: nvcc compiles
-// index.cu against this header. Values are float32, float64 or int64 (checked by the caller),
-// indices int64 and already range-checked with launch_check_indices; `dim` is the indexed dim.
+// Launchers of the indexing kernels (index.cu), called by cuda_index.cpp. Values are float32,
+// float64 or int64 (checked by the caller), indices int64 and already range-checked with
+// launch_check_indices; `dim` is the indexed dim.
 #pragma once
 #include <cstdint>
 
-#include "linea/cuda/device_abi.h"
+#include "linea/cuda/cuda_backend.h"
 
 namespace linea::cuda {
 

@@ -1,13 +1,12 @@
-// Launchers of the LayerNorm / RMSNorm kernels (norm.cu), called by cuda_norm.cpp. Plain C++ (no
-// tensor/ headers) so nvcc and g++ both compile it. x is contiguous, read as [rows, n]; all
-// operands share one float dtype (F32/F64); `center` is true for LayerNorm, false for RMSNorm
-// (no mean, no bias). Optional operands are nullptr. Launchers return the names of the kernels
-// they launched, for check_launch().
+// Launchers of the LayerNorm / RMSNorm kernels (norm.cu), called by cuda_norm.cpp. x is
+// contiguous, read as [rows, n]; all operands share one float dtype (F32/F64); `center` is true
+// for LayerNorm, false for RMSNorm (no mean, no bias). Optional operands are nullptr. Launchers
+// return the names of the kernels they launched, for check_launch().
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
-#include "linea/cuda/device_abi.h"
+#include "linea/cuda/cuda_backend.h"
 
 namespace linea::cuda {
 

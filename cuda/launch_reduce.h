@@ -1,11 +1,10 @@
-// Launchers of the reduction and softmax kernels (reduce.cu), called by cuda_reduce.cpp. Plain
-// C++ (no tensor/ headers) so nvcc and g++ both compile it. Every launcher returns the names of
-// the kernels it launched, for check_launch().
+// Launchers of the reduction and softmax kernels (reduce.cu), called by cuda_reduce.cpp. Every
+// launcher returns the names of the kernels it launched, for check_launch().
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
-#include "linea/cuda/device_abi.h"
+#include "linea/cuda/cuda_backend.h"
 #include "linea/tensor/ops.h"
 
 namespace linea::cuda {

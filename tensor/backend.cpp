@@ -3,6 +3,7 @@
 #include <array>
 
 #include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/error.h"
 
 namespace linea {
 
@@ -26,6 +27,17 @@ Backend& backend(Device device) {
               device.is_cuda() ? "this build or machine has no CUDA support (see linea::cuda::is_available())"
                                : "no backend registered for this device type");
   return *b;
+}
+
+void Backend::mhla_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const MHLAArgs&, const Tensor&,
+                           const Tensor&, const Tensor&, const Tensor&) {
+  throw Error("[mhla] this device has no fused MHLA kernels (has_fused_mhla() is false)");
+}
+
+void Backend::mhla_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const MHLAArgs&,
+                            const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                            const Tensor&, const Tensor&, const Tensor&) {
+  throw Error("[mhla] this device has no fused MHLA kernels (has_fused_mhla() is false)");
 }
 
 }  // namespace linea

@@ -12,6 +12,8 @@
 
 #include "linea/tensor/backend.h"
 
+#include "linea/tensor/error.h"
+
 namespace linea::kernel_checks {
 
 // ---- gemm ----

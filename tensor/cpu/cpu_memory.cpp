@@ -5,6 +5,7 @@
 
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/strided.h"
+#include "linea/tensor/error.h"
 
 namespace linea::cpu {
 
