@@ -1,15 +1,18 @@
 // The CUDA implementation of the kernel interface (tensor/backend.h). Each method validates its
-// tensors, turns them into TensorArg (below) or raw pointers and calls a launcher from the
-// family's .cu file. The header is fmt-free, like the tensor/ headers it includes, so the .cu
-// files (nvcc) include it too and see the same Tensor, DType, op enums and MHLAArgs as the .cpp
-// files (g++); only the checks, which format their messages with fmt, stay in the .cpp files.
-// Methods are spread over one file per family, like the CPU backend:
+// tensors, turns them into TensorArg (below) or raw pointers and launches the family's kernels.
+// The header is fmt-free, like the tensor/ headers it includes, so the .cu files (nvcc) include
+// it too and see the same Tensor, DType, op enums and MHLAArgs as the .cpp files (g++). A family
+// whose checks are all shared with the CPU (tensor/kernel_checks.h, defined out of line) is one
+// .cu file holding its kernels and its CudaBackend methods; a family with checks of its own
+// (LINEA_CHECK formats with fmt, which nvcc cannot compile) keeps them in a .cpp that calls the
+// .cu's launchers (cuda/launch_<family>.h). Methods are spread over one file per family, like the
+// CPU backend:
 //   cuda_memory.cpp (+ allocator.cpp)        allocate, host transfers, copy, fill
-//   cuda_elementwise.cpp / elementwise.cu    unary, binary, where
-//   cuda_reduce.cpp / reduce.cu              reduce, softmax, softmax_backward
-//   cuda_norm.cpp / norm.cu                  layernorm / rmsnorm forward and backward
+//   elementwise.cu                           unary, binary, where (and copy/fill's kernels)
+//   reduce.cu                                reduce, softmax, softmax_backward
+//   norm.cu                                  layernorm / rmsnorm forward and backward
 //   cuda_matmul.cpp                          gemm (cuBLAS)
-//   cuda_index.cpp / index.cu                index_select, index_add, gather, scatter_add
+//   index.cu                                 index_select, index_add, gather, scatter_add
 //   cuda_fused.cpp / fused.cu                cross-entropy, AdamW/SGD steps, random_uniform, cumsum
 //   cuda_mhla.cpp / mhla.cu                  fused MHLA
 //   cuda_attention.cpp / attention.cu        fused softmax attention
@@ -41,6 +44,12 @@ struct TensorArg {
 
 // The one stream every linea kernel and copy runs on (cuda_backend.cpp).
 cudaStream_t stream();
+
+// dst = cast(src) elementwise, any strides and any pair of dtypes (the CPU's static_cast; a bool
+// result is x != 0); dst = static_cast<dtype>(value), any strides. Kernels in elementwise.cu,
+// called by copy and fill (cuda_memory.cpp).
+void launch_copy(const TensorArg& src, const TensorArg& dst);
+void launch_fill(const TensorArg& dst, double value);
 
 // Grid size for a 1-d launch of n threads in blocks of `threads`, capped so grid-stride loops
 // cover the rest.
