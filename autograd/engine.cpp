@@ -8,6 +8,7 @@
 
 #include "linea/autograd/graph.h"
 #include "linea/tensor/backend.h"
+#include "linea/tensor/error.h"
 
 namespace linea::autograd {
 

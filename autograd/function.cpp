@@ -1,6 +1,7 @@
 #include "linea/autograd/function.h"
 
 #include "linea/autograd/ops_reduce.h"
+#include "linea/tensor/error.h"
 
 namespace linea::autograd {
 

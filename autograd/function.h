@@ -11,6 +11,8 @@
 
 #include "linea/autograd/graph.h"
 
+#include "linea/tensor/error.h"
+
 namespace linea::autograd {
 
 // True when an op on these inputs must record a node (grad mode on, some input requires grad).

@@ -7,6 +7,7 @@
 #include "linea/autograd/ops_reduce.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
+#include "linea/tensor/error.h"
 
 namespace linea {
 

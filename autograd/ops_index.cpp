@@ -8,6 +8,7 @@
 #include "linea/autograd/function.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
+#include "linea/tensor/error.h"
 
 namespace linea {
 

@@ -14,6 +14,7 @@
 #include "linea/autograd/ops_elementwise.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
+#include "linea/tensor/error.h"
 
 namespace linea {
 

@@ -18,6 +18,7 @@
 #include "linea/autograd/function.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
+#include "linea/tensor/error.h"
 #include "linea/tensor/tensor_methods.h"
 
 namespace linea {

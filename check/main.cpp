@@ -12,6 +12,7 @@
 #include "mhla_check.h"
 #include "registry.h"
 #include "report.h"
+#include "linea/tensor/error.h"
 
 using namespace linea;
 using namespace linea::check;

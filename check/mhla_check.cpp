@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "mhla_reference.h"
+#include "linea/tensor/error.h"
 
 namespace linea::check {
 

@@ -3,6 +3,7 @@
 // MHLA in its fused and composite forms (padded last blocks, M = 1, d != dv, causal).
 #include "mhla_reference.h"
 #include "ops_util.h"
+#include "linea/tensor/error.h"
 
 namespace linea::check {
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops_util.h"
+#include "linea/tensor/error.h"
 
 namespace linea::check {
 

@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "linea/tensor/error.h"
+
 namespace linea::check {
 
 double compare_atol(Tol t, DType dtype) {

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "linea/tensor/error.h"
+
 namespace linea::check {
 
 const char* status_name(Status s) {

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "linea/tensor/error.h"
+
 namespace linea::check {
 
 namespace {

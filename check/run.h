@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "registry.h"
+#include "linea/tensor/error.h"
 
 namespace linea::check {
 

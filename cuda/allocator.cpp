@@ -27,6 +27,7 @@
 
 #include "linea/cuda/cuda_backend.h"
 #include "linea/cuda/runtime.h"
+#include "linea/tensor/error.h"
 
 namespace linea::cuda {
 

@@ -5,7 +5,7 @@
 
 namespace linea::cuda {
 
-// Created on first use, bound to stream() (device_abi.h) so cuBLAS work is ordered with every
+// Created on first use, bound to stream() (cuda_backend.h) so cuBLAS work is ordered with every
 // other kernel and copy, and given its own workspace (see cublas.cpp).
 cublasHandle_t cublas();
 

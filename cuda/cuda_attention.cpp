@@ -6,6 +6,7 @@
 
 #include "linea/cuda/cuda_backend.h"
 #include "linea/cuda/launch_attention.h"
+#include "linea/tensor/error.h"
 #include "linea/tensor/kernel_checks.h"
 
 namespace linea::cuda {

@@ -2,6 +2,8 @@
 // to kernels and to turn CUDA errors into linea::Errors.
 #include "linea/cuda/cuda_backend.h"
 
+#include "linea/tensor/error.h"
+
 namespace linea::cuda {
 
 CudaBackend& instance() {

@@ -1,20 +1,63 @@
-// The CUDA implementation of the kernel interface (tensor/backend.h). Host side only (g++): each
-// method validates its tensors, turns them into TensorArg (device_abi.h) and calls a launcher
-// from the family's .cu file. Methods are spread over one file per family, like the CPU backend:
+// The CUDA implementation of the kernel interface (tensor/backend.h). Each method validates its
+// tensors, turns them into TensorArg (below) or raw pointers and launches the family's kernels.
+// The header is fmt-free, like the tensor/ headers it includes, so the .cu files (nvcc) include
+// it too and see the same Tensor, DType, op enums and MHLAArgs as the .cpp files (g++). A family
+// whose checks are all shared with the CPU (tensor/kernel_checks.h, defined out of line) is one
+// .cu file holding its kernels and its CudaBackend methods; a family with checks of its own
+// (LINEA_CHECK formats with fmt, which nvcc cannot compile) keeps them in a .cpp that calls the
+// .cu's launchers (cuda/launch_<family>.h). Methods are spread over one file per family, like the
+// CPU backend:
 //   cuda_memory.cpp (+ allocator.cpp)        allocate, host transfers, copy, fill
-//   cuda_elementwise.cpp / elementwise.cu    unary, binary, where
-//   cuda_reduce.cpp / reduce.cu              reduce, softmax, softmax_backward
-//   cuda_norm.cpp / norm.cu                  layernorm / rmsnorm forward and backward
+//   elementwise.cu                           unary, binary, where (and copy/fill's kernels)
+//   reduce.cu                                reduce, softmax, softmax_backward
+//   norm.cu                                  layernorm / rmsnorm forward and backward
 //   cuda_matmul.cpp                          gemm (cuBLAS)
-//   cuda_index.cpp / index.cu                index_select, index_add, gather, scatter_add
+//   index.cu                                 index_select, index_add, gather, scatter_add
 //   cuda_fused.cpp / fused.cu                cross-entropy, AdamW/SGD steps, random_uniform, cumsum
+//   cuda_mhla.cpp / mhla.cu                  fused MHLA
+//   cuda_attention.cpp / attention.cu        fused softmax attention
 #pragma once
 #include <cuda_runtime.h>
 
-#include "linea/cuda/device_abi.h"
+#include <cstdint>
+
 #include "linea/tensor/backend.h"
 
 namespace linea::cuda {
+
+inline constexpr int kMaxDims = 8;
+
+// One operand of a kernel: element 0 of the view (storage base + offset, already applied) and
+// its shape/strides in elements. Passed by value to kernels (about 140 bytes of parameter space).
+struct TensorArg {
+  void* data = nullptr;
+  DType dtype = DType::Float32;
+  int ndim = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; ++i) n *= shape[i];
+    return n;
+  }
+};
+
+// The one stream every linea kernel and copy runs on (cuda_backend.cpp).
+cudaStream_t stream();
+
+// dst = cast(src) elementwise, any strides and any pair of dtypes (the CPU's static_cast; a bool
+// result is x != 0); dst = static_cast<dtype>(value), any strides. Kernels in elementwise.cu,
+// called by copy and fill (cuda_memory.cpp).
+void launch_copy(const TensorArg& src, const TensorArg& dst);
+void launch_fill(const TensorArg& dst, double value);
+
+// Grid size for a 1-d launch of n threads in blocks of `threads`, capped so grid-stride loops
+// cover the rest.
+inline unsigned blocks_for(int64_t n, int threads = 256) {
+  int64_t b = (n + threads - 1) / threads;
+  if (b < 1) b = 1;
+  return static_cast<unsigned>(b > 65535 * 8 ? 65535 * 8 : b);
+}
 
 class CudaBackend final : public Backend {
  public:

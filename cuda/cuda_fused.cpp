@@ -6,6 +6,7 @@
 
 #include "linea/cuda/cuda_backend.h"
 #include "linea/cuda/launch_fused.h"
+#include "linea/tensor/error.h"
 #include "linea/tensor/fused_checks.h"
 
 namespace linea::cuda {

@@ -9,6 +9,7 @@
 
 #include "linea/cuda/cublas.h"
 #include "linea/cuda/cuda_backend.h"
+#include "linea/tensor/error.h"
 #include "linea/tensor/kernel_checks.h"
 #include "linea/tensor/precision.h"
 

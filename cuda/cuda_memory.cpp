@@ -6,7 +6,7 @@
 
 #include "linea/cuda/allocator.h"
 #include "linea/cuda/cuda_backend.h"
-#include "linea/cuda/launch_elementwise.h"
+#include "linea/tensor/error.h"
 
 namespace linea::cuda {
 

@@ -9,6 +9,7 @@
 
 #include "linea/cuda/cuda_backend.h"
 #include "linea/cuda/launch_mhla.h"
+#include "linea/tensor/error.h"
 
 namespace linea::cuda {
 
@@ -39,7 +40,6 @@ Dims check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, co
               kMaxHeadDim, g.d, g.dv);
   LINEA_CHECK(g.N > 0 && g.d > 0 && g.dv > 0 && g.L > 0, "[{}] empty input or block_len <= 0: q {}, block_len {}", op,
               shape_str(q.shape()), g.L);
-  LINEA_CHECK(a.feature_map >= 0 && a.feature_map <= 3, "[{}] unknown feature map {}", op, a.feature_map);
   Dims out = g;
   out.M = (g.N + g.L - 1) / g.L;
   LINEA_CHECK(mix.dim() == 2 && mix.size(0) == out.M && mix.size(1) == out.M, "[{}] mix must be [{}, {}], got {}", op,
@@ -76,7 +76,7 @@ MhlaOperand features(const Tensor& x, const Backend::MHLAArgs& a) {
 }
 MhlaOperand plain(const Tensor& x, bool ones_column) {
   const int w = static_cast<int>(x.size(2));
-  return {x.data_ptr(), w, ones_column ? w + 1 : w, -1, 0, nullptr, nullptr};
+  return {x.data_ptr(), w, ones_column ? w + 1 : w, FeatureMap::Identity, 0, nullptr, nullptr};
 }
 
 // The causal mixer s·W_strict (the part of W that mixes earlier chunks' summaries).
@@ -139,7 +139,7 @@ void CudaBackend::mhla_backward(const Tensor& q, const Tensor& k, const Tensor& 
     Tensor delta = scratch({g.BH, g.N}, q);
     launch_mhla_delta(t, grad.data_ptr(), out.data_ptr(), r.data_ptr(), delta.data_ptr(), g.BH * g.N, dvi);
     check_launch("mhla_delta");
-    const MhlaOperand du{grad.data_ptr(), dvi, dvi + 1, -1, 0, r.data_ptr(), delta.data_ptr()};
+    const MhlaOperand du{grad.data_ptr(), dvi, dvi + 1, FeatureMap::Identity, 0, r.data_ptr(), delta.data_ptr()};
     // dφQ = dU' Ŝ'ᵀ (then ∘ φ'(q)); dŜ' = φQᵀ dU' per block.
     launch_mhla_apply(t, du, sh.data_ptr(), g.block(), 1, g.dv + 1, d, MhlaEpilogue::PhiGrad, dq.data_ptr(), nullptr,
                       q.data_ptr(), a.feature_map, a.eps, g.BH, g.N, g.L);

@@ -19,7 +19,9 @@
 #include <limits>
 #include <type_traits>
 
-#include "linea/cuda/launch_elementwise.h"
+#include "linea/cuda/cuda_backend.h"
+#include "linea/tensor/kernel_checks.h"
+
 
 namespace linea::cuda {
 
@@ -341,14 +343,19 @@ void launch_fill(const TensorArg& dst, double value) {
   });
 }
 
+// out (contiguous, x's dtype) = op(x; p0, p1). Returns false, launching nothing, when op is not
+// defined for x's dtype (ops.h's domains, as on the CPU).
 bool launch_unary(UnaryOp op, const TensorArg& x, const TensorArg& out, double p0, double p1) {
   return dispatch(x.dtype, [&]<class T>() { return unary_typed<T>(op, x, out, p0, p1); });
 }
 
+// out (contiguous) = op(a, b); a and b share a dtype, out is Bool for comparisons. Returns false,
+// launching nothing, when op is not defined for the dtype (ops.h's domains).
 bool launch_binary(BinaryOp op, const TensorArg& a, const TensorArg& b, const TensorArg& out) {
   return dispatch(a.dtype, [&]<class T>() { return binary_typed<T>(op, a, b, out); });
 }
 
+// out (contiguous) = cond ? a : b; cond is Bool, a, b and out share a dtype.
 void launch_where(const TensorArg& cond, const TensorArg& a, const TensorArg& b, const TensorArg& out) {
   const int64_t n = out.numel();
   if (n == 0) return;
@@ -359,6 +366,32 @@ void launch_where(const TensorArg& cond, const TensorArg& a, const TensorArg& b,
            Where<U>{static_cast<U*>(out.data), static_cast<const bool*>(cond.data), static_cast<const U*>(a.data),
                     static_cast<const U*>(b.data)});
   });
+}
+
+// ---- CudaBackend::unary, binary, where ----
+// The checks and errors shared with the CPU (tensor/kernel_checks.h), then the launchers above.
+// copy and fill are in cuda_memory.cpp, beside the host transfers.
+
+void CudaBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) {
+  kernel_checks::unary(op, x, out);
+  const char* name = op_name(op);
+  if (!launch_unary(op, arg(x, name), arg(out, name), p0, p1))
+    kernel_checks::unary_unsupported(op, x.dtype());
+  check_launch("elementwise unary");
+}
+
+void CudaBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  kernel_checks::binary(op, a, b, out);
+  const char* name = op_name(op);
+  if (!launch_binary(op, arg(a, name), arg(b, name), arg(out, name)))
+    kernel_checks::binary_unsupported(op, a.dtype());
+  check_launch("elementwise binary");
+}
+
+void CudaBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
+  kernel_checks::where(cond, a, b, out);
+  launch_where(arg(cond, "where"), arg(a, "where"), arg(b, "where"), arg(out, "where"));
+  check_launch("elementwise where");
 }
 
 }  // namespace linea::cuda

@@ -7,7 +7,8 @@
 // index found there. Copies write the direct operand from the picked one; adds accumulate the
 // direct operand into the picked one with atomics, so repeated indices all arrive (in an
 // unspecified order: float sums may differ from the CPU's in the last bits, run to run).
-#include "linea/cuda/launch_index.h"
+#include "linea/cuda/cuda_backend.h"
+#include "linea/tensor/kernel_checks.h"
 
 namespace linea::cuda {
 
@@ -120,34 +121,96 @@ __global__ void check_indices_kernel(TensorArg idx, int64_t total, int64_t size,
 
 }  // namespace
 
+// slot: two int64s on the device, zeroed by the caller. If some element of idx lies outside
+// [0, size), slot[0] becomes 1 and slot[1] one offending value (whichever thread got there first).
 void launch_check_indices(const TensorArg& idx, int64_t size, int64_t* slot) {
   const int64_t total = idx.numel();
   if (total == 0) return;
   check_indices_kernel<<<blocks_for(total), 256, 0, stream()>>>(idx, total, size, slot);
 }
 
+// out = x with `dim` replaced by the n entries of the 0-d or 1-d idx: out[.., i, ..] = x[.., idx[i], ..].
 void launch_index_select(const TensorArg& x, int dim, const TensorArg& idx, const TensorArg& out) {
   Walk w = make_walk(out, out, x, dim);
   index_along(w, idx, dim);
   launch<false>(w, x.dtype, out.data, x.data, idx.data);
 }
 
+// out[.., idx[i], ..] += src[.., i, ..], repeated indices accumulating (atomics).
 void launch_index_add(const TensorArg& out, int dim, const TensorArg& idx, const TensorArg& src) {
   Walk w = make_walk(src, src, out, dim);
   index_along(w, idx, dim);
   launch<true>(w, out.dtype, out.data, src.data, idx.data);
 }
 
+// out[p] = x[p with p[dim] = idx[p]] for every position p of idx (out has idx's shape).
 void launch_gather(const TensorArg& x, int dim, const TensorArg& idx, const TensorArg& out) {
   Walk w = make_walk(idx, out, x, dim);
   index_everywhere(w, idx);
   launch<false>(w, x.dtype, out.data, x.data, idx.data);
 }
 
+// out[p with p[dim] = idx[p]] += src[p] for every position p of idx (src has idx's shape).
 void launch_scatter_add(const TensorArg& out, int dim, const TensorArg& idx, const TensorArg& src) {
   Walk w = make_walk(idx, src, out, dim);
   index_everywhere(w, idx);
   launch<true>(w, out.dtype, out.data, src.data, idx.data);
+}
+
+// ---- CudaBackend::index_select, index_add, gather, scatter_add ----
+// The checks and errors shared with the CPU (tensor/kernel_checks.h), then the launchers above.
+//
+// Like the CPU, every index is range-checked before any element moves, so a bad index throws and
+// leaves index_add's and scatter_add's output untouched. The check is a small kernel that raises a
+// device flag, read back with one 16-byte copy: each indexing op therefore costs ONE host-device
+// synchronisation (the price of an exception that names the bad index).
+
+namespace {
+
+// Throws unless every element of the int64 idx lies in [0, size) (see above for the cost).
+void check_indices(const char* op, const Tensor& idx, int64_t dim, int64_t size) {
+  const TensorArg ia = arg(idx, op);
+  if (idx.numel() == 0) return;
+  Tensor slot = empty({2}, DType::Int64, idx.device());  // {flag, one bad value}
+  LINEA_CUDA_CHECK(cudaMemsetAsync(slot.data_ptr(), 0, 2 * sizeof(int64_t), stream()));
+  launch_check_indices(ia, size, static_cast<int64_t*>(slot.data_ptr()));
+  check_launch("check_indices");
+  int64_t host[2] = {0, 0};
+  LINEA_CUDA_CHECK(cudaMemcpyAsync(host, slot.data_ptr(), sizeof(host), cudaMemcpyDeviceToHost, stream()));
+  LINEA_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  kernel_checks::index_in_range(op, host[0] == 0, host[1], dim, size);
+}
+
+using Launch = void (*)(const TensorArg&, int, const TensorArg&, const TensorArg&);
+
+// Range-checks idx against the indexed dim (of length `size`), then launch(a, dim, idx, b).
+void run(const char* op, Launch launch, const Tensor& a, int64_t dim, const Tensor& idx, const Tensor& b,
+         int64_t size) {
+  check_indices(op, idx, dim, size);
+  launch(arg(a, op), static_cast<int>(dim), arg(idx, op), arg(b, op));
+  check_launch(op);
+}
+
+}  // namespace
+
+void CudaBackend::index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
+  kernel_checks::index_select(x, dim, idx, out);
+  run("index_select", launch_index_select, x, dim, idx, out, x.shape()[dim]);
+}
+
+void CudaBackend::index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) {
+  kernel_checks::index_add(out, dim, idx, src);
+  run("index_add", launch_index_add, out, dim, idx, src, out.shape()[dim]);
+}
+
+void CudaBackend::gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
+  kernel_checks::gather(x, dim, idx, out);
+  run("gather", launch_gather, x, dim, idx, out, x.shape()[dim]);
+}
+
+void CudaBackend::scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) {
+  kernel_checks::scatter_add(out, dim, idx, src);
+  run("scatter_add", launch_scatter_add, out, dim, idx, src, out.shape()[dim]);
 }
 
 }  // namespace linea::cuda

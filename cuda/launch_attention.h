@@ -1,5 +1,5 @@
 // Launchers of the fused softmax attention kernels (attention.cu), called by
-// cuda_attention.cpp. fmt-free: nvcc compiles the .cu side.
+// cuda_attention.cpp.
 //
 // Every matrix is contiguous, [BH, N, d] (q, k, dq, dk), [BH, N, dv] (v, out, dout, dv) or
 // [BH, N] (lse, D), in one dtype (F32 or F64); d, dv <= kAttentionMaxHead. Each launcher returns
@@ -8,7 +8,7 @@
 #pragma once
 #include <cstdint>
 
-#include "linea/cuda/device_abi.h"
+#include "linea/cuda/cuda_backend.h"
 
 namespace linea::cuda {
 

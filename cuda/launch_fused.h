@@ -1,11 +1,11 @@
 // Launchers of cuda/fused.cu, the fused kernels for nn/: cross-entropy, the optimizer steps
-// (multi-tensor apply), counter-based uniform numbers (dropout) and cumsum. Plain C++ (nvcc and
-// g++ both read it); cuda_fused.cpp validates the tensors and calls these. Element pointers are
+// (multi-tensor apply), counter-based uniform numbers (dropout) and cumsum. cuda_fused.cpp
+// validates the tensors and calls these. Element pointers are
 // to element 0 of contiguous data; dt names the element type; everything runs on stream().
 #pragma once
 #include <cstdint>
 
-#include "linea/cuda/device_abi.h"
+#include "linea/cuda/cuda_backend.h"
 
 namespace linea::cuda {
 

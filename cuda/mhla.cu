@@ -22,23 +22,25 @@ constexpr int kTile = kMhlaTile;  // tokens per shared-memory tile
 constexpr int kPer = 8;    // summary outputs per thread (held in registers)
 
 template <class T>
-__device__ T phi(T x, int fm, T eps) {
+__device__ T phi(T x, FeatureMap fm, T eps) {
   switch (fm) {
-    case 0: return (x > T(0) ? x : T(0)) + eps;  // relu + eps
-    case 1: return x > T(0) ? x + T(1) : exp(x);  // elu + 1
-    case 2: return x > T(0) ? x : T(0);           // relu
-    default: return x;                            // identity (or fm < 0: raw)
+    case FeatureMap::ReluEps: return (x > T(0) ? x : T(0)) + eps;
+    case FeatureMap::Elu1: return x > T(0) ? x + T(1) : exp(x);
+    case FeatureMap::Relu: return x > T(0) ? x : T(0);
+    case FeatureMap::Identity: break;
   }
+  return x;
 }
 
 template <class T>
-__device__ T phi_grad(T x, int fm) {
+__device__ T phi_grad(T x, FeatureMap fm) {
   switch (fm) {
-    case 0:
-    case 2: return x > T(0) ? T(1) : T(0);
-    case 1: return x > T(0) ? T(1) : exp(x);
-    default: return T(1);
+    case FeatureMap::ReluEps:
+    case FeatureMap::Relu: return x > T(0) ? T(1) : T(0);
+    case FeatureMap::Elu1: return x > T(0) ? T(1) : exp(x);
+    case FeatureMap::Identity: break;
   }
+  return T(1);
 }
 
 // Tokens in the next tile when `left` tokens remain (0 when none).
@@ -48,7 +50,8 @@ __device__ inline int tile_rows(int64_t left) { return left <= 0 ? 0 : left < kT
 template <class T>
 struct Operand {
   const T* x;
-  int w, cols, fm;
+  int w, cols;
+  FeatureMap fm;
   T eps;
   const T* rdiv;
   const T* extra;
@@ -56,7 +59,7 @@ struct Operand {
     const int64_t row = bh * N + t;
     if (c >= w) return extra ? extra[row] : T(1);
     T v = x[row * w + c];
-    if (fm >= 0) v = phi(v, fm, eps);
+    v = phi(v, fm, eps);
     if (rdiv) v /= rdiv[row];
     return v;
   }
@@ -122,7 +125,7 @@ __global__ void summaries_kernel(Operand<T> xa, Operand<T> ya, T* out, int64_t N
 // grid.x = BH·M·tiles (one tile of kTile tokens of one block).
 template <class T>
 __global__ void apply_kernel(Operand<T> xa, const T* z, int64_t zblock, int64_t zr, int64_t zc, int ncols,
-                             MhlaEpilogue epi, T* out, T* r, const T* aux, int fm, T eps, int64_t N, int64_t L,
+                             MhlaEpilogue epi, T* out, T* r, const T* aux, FeatureMap fm, T eps, int64_t N, int64_t L,
                              int64_t M, int64_t tiles) {
   extern __shared__ __align__(16) unsigned char smem[];
   T* xs = reinterpret_cast<T*>(smem);  // [kTile, xa.cols]
@@ -227,7 +230,7 @@ __device__ void tile_times(T* y, const T* x, int ra, int kdim, const T* m, int e
 }
 
 template <class T>
-__global__ void causal_out_kernel(const T* q, const T* k, const T* v, const T* sp, const T* w, T scale, int fm, T eps,
+__global__ void causal_out_kernel(const T* q, const T* k, const T* v, const T* sp, const T* w, T scale, FeatureMap fm, T eps,
                                   T* out, int64_t N, int64_t C, int64_t M, int64_t tiles, int d, int dv) {
   extern __shared__ __align__(16) unsigned char smem[];
   T* qs = reinterpret_cast<T*>(smem);  // [kTile, d]  φ(q)
@@ -257,7 +260,7 @@ __global__ void causal_out_kernel(const T* q, const T* k, const T* v, const T* s
 
 template <class T>
 __global__ void causal_dq_kernel(const T* q, const T* k, const T* v, const T* g, const T* sp, const T* w, T scale,
-                                 int fm, T eps, T* dq, T* dwd, int64_t N, int64_t C, int64_t M, int64_t tiles, int d,
+                                 FeatureMap fm, T eps, T* dq, T* dwd, int64_t N, int64_t C, int64_t M, int64_t tiles, int d,
                                  int dv) {
   extern __shared__ __align__(16) unsigned char smem[];
   T* qs = reinterpret_cast<T*>(smem);  // [kTile, d]  φ(q)
@@ -300,7 +303,7 @@ __global__ void causal_dq_kernel(const T* q, const T* k, const T* v, const T* g,
 
 template <class T>
 __global__ void causal_dkv_kernel(const T* q, const T* k, const T* v, const T* g, const T* ds, const T* w, T scale,
-                                  int fm, T eps, T* dk, T* dvo, int64_t N, int64_t C, int64_t M, int64_t tiles, int d,
+                                  FeatureMap fm, T eps, T* dk, T* dvo, int64_t N, int64_t C, int64_t M, int64_t tiles, int d,
                                   int dv) {
   extern __shared__ __align__(16) unsigned char smem[];
   T* ks = reinterpret_cast<T*>(smem);  // [kTile, d]  φ(k) of this tile's keys
@@ -377,7 +380,7 @@ void summaries(const MhlaOperand& x, const MhlaOperand& y, void* out, int64_t BH
 
 template <class T>
 void apply(const MhlaOperand& x, const void* z, int64_t zblock, int64_t zr, int64_t zc, int ncols, MhlaEpilogue epi,
-           void* out, void* r, const void* aux, int fm, double eps, int64_t BH, int64_t N, int64_t L) {
+           void* out, void* r, const void* aux, FeatureMap fm, double eps, int64_t BH, int64_t N, int64_t L) {
   const int64_t M = blocks_of(N, L), tiles = tiles_of(N, L);
   const size_t smem = sizeof(T) * kTile * (x.cols + ncols);
   allow_smem(apply_kernel<T>, smem);
@@ -387,7 +390,7 @@ void apply(const MhlaOperand& x, const void* z, int64_t zblock, int64_t zr, int6
 }
 
 template <class T>
-void causal_out(const void* q, const void* k, const void* v, const void* sp, const void* w, double scale, int fm,
+void causal_out(const void* q, const void* k, const void* v, const void* sp, const void* w, double scale, FeatureMap fm,
                 double eps, void* out, int64_t BH, int64_t N, int64_t C, int d, int dv) {
   const int64_t M = blocks_of(N, C), tiles = tiles_of(N, C);
   const size_t smem = sizeof(T) * kTile * (2 * d + 2 * dv + kTile);
@@ -400,7 +403,7 @@ void causal_out(const void* q, const void* k, const void* v, const void* sp, con
 
 template <class T>
 void causal_dq(const void* q, const void* k, const void* v, const void* g, const void* sp, const void* w, double scale,
-               int fm, double eps, void* dq, void* dwd, int64_t BH, int64_t N, int64_t C, int d, int dv) {
+               FeatureMap fm, double eps, void* dq, void* dwd, int64_t BH, int64_t N, int64_t C, int d, int dv) {
   const int64_t M = blocks_of(N, C), tiles = tiles_of(N, C);
   const size_t smem = sizeof(T) * (kTile * (3 * d + 2 * dv + 2 * kTile) + kTile);
   allow_smem(causal_dq_kernel<T>, smem);
@@ -412,7 +415,7 @@ void causal_dq(const void* q, const void* k, const void* v, const void* g, const
 
 template <class T>
 void causal_dkv(const void* q, const void* k, const void* v, const void* g, const void* ds, const void* w,
-                double scale, int fm, double eps, void* dk, void* dvo, int64_t BH, int64_t N, int64_t C, int d,
+                double scale, FeatureMap fm, double eps, void* dk, void* dvo, int64_t BH, int64_t N, int64_t C, int d,
                 int dv) {
   const int64_t M = blocks_of(N, C), tiles = tiles_of(N, C);
   const size_t smem = sizeof(T) * kTile * (3 * d + 3 * dv + 2 * kTile);
@@ -443,7 +446,7 @@ void launch_mhla_summaries(DType dt, const MhlaOperand& x, const MhlaOperand& y,
 }
 
 void launch_mhla_apply(DType dt, const MhlaOperand& x, const void* z, int64_t zblock, int64_t zr, int64_t zc,
-                       int ncols, MhlaEpilogue epi, void* out, void* r, const void* aux, int fm, double eps,
+                       int ncols, MhlaEpilogue epi, void* out, void* r, const void* aux, FeatureMap fm, double eps,
                        int64_t BH, int64_t N, int64_t L) {
   LINEA_MHLA_DISPATCH(dt, apply<T>(x, z, zblock, zr, zc, ncols, epi, out, r, aux, fm, eps, BH, N, L));
 }
@@ -460,19 +463,19 @@ void launch_mhla_strict_lower(DType dt, const void* w, void* mixer, int64_t M, d
 }
 
 void launch_mhla_causal_out(DType dt, const void* q, const void* k, const void* v, const void* sp, const void* w,
-                            double scale, int fm, double eps, void* out, int64_t BH, int64_t N, int64_t C, int d,
+                            double scale, FeatureMap fm, double eps, void* out, int64_t BH, int64_t N, int64_t C, int d,
                             int dv) {
   LINEA_MHLA_DISPATCH(dt, causal_out<T>(q, k, v, sp, w, scale, fm, eps, out, BH, N, C, d, dv));
 }
 
 void launch_mhla_causal_dq(DType dt, const void* q, const void* k, const void* v, const void* g, const void* sp,
-                           const void* w, double scale, int fm, double eps, void* dq, void* dwd, int64_t BH,
+                           const void* w, double scale, FeatureMap fm, double eps, void* dq, void* dwd, int64_t BH,
                            int64_t N, int64_t C, int d, int dv) {
   LINEA_MHLA_DISPATCH(dt, causal_dq<T>(q, k, v, g, sp, w, scale, fm, eps, dq, dwd, BH, N, C, d, dv));
 }
 
 void launch_mhla_causal_dkv(DType dt, const void* q, const void* k, const void* v, const void* g, const void* ds,
-                            const void* w, double scale, int fm, double eps, void* dk, void* dv_out, int64_t BH,
+                            const void* w, double scale, FeatureMap fm, double eps, void* dk, void* dv_out, int64_t BH,
                             int64_t N, int64_t C, int d, int dv) {
   LINEA_MHLA_DISPATCH(dt, causal_dkv<T>(q, k, v, g, ds, w, scale, fm, eps, dk, dv_out, BH, N, C, d, dv));
 }

@@ -14,8 +14,9 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "linea/cuda/cuda_backend.h"
 #include "linea/cuda/group_reduce.cuh"
-#include "linea/cuda/launch_norm.h"
+#include "linea/tensor/kernel_checks.h"
 
 namespace linea::cuda {
 
@@ -150,6 +151,15 @@ const char* with_norm(DType dtype, bool center, int64_t n, F&& f) {
 
 }  // namespace
 
+// dweight / dbias are sums over rows: each of `splits` blocks of rows writes its partial sums
+// (in double) to a scratch buffer of scratch_bytes, and a second kernel adds them up in order.
+struct NormParamsPlan {
+  int64_t splits = 1;
+  int64_t rows_per_split = 0;
+  std::size_t scratch_bytes = 0;
+};
+
+// out = (x - mean) * rstd * weight + bias; writes mean (center only) and rstd per row.
 const char* launch_norm_forward(DType dtype, bool center, const void* x, const void* weight, const void* bias, double eps,
                                 void* out, void* mean, void* rstd, int64_t rows, int64_t n) {
   if (rows == 0) return "norm_forward_rows";  // nothing to write (n == 0 means rows == 0)
@@ -173,6 +183,8 @@ NormParamsPlan plan_norm_params(int64_t rows, int64_t n) {
   return plan;
 }
 
+// Writes dx (when rows > 0), and dweight / dbias where they are not nullptr (scratch then holds
+// plan.scratch_bytes).
 const char* launch_norm_backward(DType dtype, bool center, const void* dy, const void* x, const void* weight,
                                  const void* mean, const void* rstd, void* dx, void* dweight, void* dbias,
                                  int64_t rows, int64_t n, const NormParamsPlan& plan, void* scratch) {
@@ -194,6 +206,65 @@ const char* launch_norm_backward(DType dtype, bool center, const void* dy, const
                                                                              static_cast<T*>(dbias), n, plan.splits);
     return "norm_backward_rows + norm_params_partial + norm_params_finish";
   });
+}
+
+// ---- CudaBackend: LayerNorm / RMSNorm forward and backward ----
+// The checks shared with the CPU (tensor/kernel_checks.h), then the launchers above, each of
+// which returns the names of the kernels it launched for check_launch().
+
+namespace {
+
+// The kernel's pointer for an optional operand: nullptr when undefined.
+void* data_or_null(const Tensor& t, const char* op) { return t.defined() ? arg(t, op).data : nullptr; }
+
+void norm_forward(const char* op, bool center, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                  const Tensor& out, const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t n) {
+  const TensorArg xa = arg(x, op);
+  check_launch(launch_norm_forward(xa.dtype, center, xa.data, data_or_null(weight, op), data_or_null(bias, op), eps,
+                                   arg(out, op).data, data_or_null(mean, op), arg(rstd, op).data, rows, n));
+}
+
+void norm_backward(const char* op, bool center, const Tensor& dy, const Tensor& x, const Tensor& weight,
+                   const Tensor& mean, const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                   const Tensor& dbias, int64_t rows, int64_t n) {
+  const TensorArg xa = arg(x, op);
+  const NormParamsPlan plan = plan_norm_params(rows, n);
+  // Partial column sums for dweight/dbias; freed on return, but the caching allocator reuses
+  // memory in stream order, so the kernels finish with it first.
+  Tensor scratch;
+  if ((dweight.defined() || dbias.defined()) && plan.scratch_bytes > 0)
+    scratch = empty({static_cast<int64_t>(plan.scratch_bytes)}, DType::UInt8, x.device());
+  check_launch(launch_norm_backward(xa.dtype, center, arg(dy, op).data, xa.data, data_or_null(weight, op),
+                                    data_or_null(mean, op), arg(rstd, op).data, arg(dx, op).data,
+                                    data_or_null(dweight, op), data_or_null(dbias, op), rows, n, plan,
+                                    scratch.defined() ? scratch.data_ptr() : nullptr));
+}
+
+}  // namespace
+
+void CudaBackend::layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                                    const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  const auto [rows, n] = kernel_checks::layernorm_forward(x, weight, bias, out, mean, rstd);
+  norm_forward("layernorm_forward", true, x, weight, bias, eps, out, mean, rstd, rows, n);
+}
+
+void CudaBackend::layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                     const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                                     const Tensor& dbias) {
+  const auto [rows, n] = kernel_checks::layernorm_backward(dy, x, weight, mean, rstd, dx, dweight, dbias);
+  norm_backward("layernorm_backward", true, dy, x, weight, mean, rstd, dx, dweight, dbias, rows, n);
+}
+
+void CudaBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& out,
+                                  const Tensor& rstd) {
+  const auto [rows, n] = kernel_checks::rmsnorm_forward(x, weight, out, rstd);
+  norm_forward("rmsnorm_forward", false, x, weight, Tensor(), eps, out, Tensor(), rstd, rows, n);
+}
+
+void CudaBackend::rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                   const Tensor& dx, const Tensor& dweight) {
+  const auto [rows, n] = kernel_checks::rmsnorm_backward(dy, x, weight, rstd, dx, dweight);
+  norm_backward("rmsnorm_backward", false, dy, x, weight, Tensor(), rstd, dx, dweight, Tensor(), rows, n);
 }
 
 }  // namespace linea::cuda

@@ -17,8 +17,9 @@
 #include <limits>
 #include <type_traits>
 
+#include "linea/cuda/cuda_backend.h"
 #include "linea/cuda/group_reduce.cuh"
-#include "linea/cuda/launch_reduce.h"
+#include "linea/tensor/kernel_checks.h"
 
 namespace linea::cuda {
 
@@ -190,6 +191,17 @@ auto with_reducer(ReduceOp op, DType dtype, F&& f) {
 
 }  // namespace
 
+// How a reduction of x [outer, n, inner] is laid out on the GPU. When there are too few outputs
+// to fill the GPU, n is cut into `splits` pieces reduced in parallel into partial results
+// (scratch_bytes of device scratch), which a second kernel merges in a fixed order.
+struct ReducePlan {
+  int group = 0;         // threads per row in reduce_rows (a warp, or a whole block for long
+                         // rows); 0: reduce_columns, a thread per output
+  int64_t splits = 1;    // pieces n is cut into
+  int64_t piece = 0;     // elements of n per piece
+  std::size_t scratch_bytes = 0;
+};
+
 ReducePlan plan_reduce(ReduceOp op, DType dtype, int64_t outer, int64_t n, int64_t inner) {
   ReducePlan plan;
   // How many pieces to cut n into: enough for `want` workers in all, each piece >= min_piece.
@@ -215,6 +227,8 @@ ReducePlan plan_reduce(ReduceOp op, DType dtype, int64_t outer, int64_t n, int64
   return plan;
 }
 
+// out[outer, inner] (int64 for ArgMax, else dtype) from a contiguous x; scratch holds
+// plan.scratch_bytes. LogSumExp takes F32/F64 only (checked by the caller).
 const char* launch_reduce(ReduceOp op, DType dtype, const void* x, void* out, int64_t outer, int64_t n, int64_t inner,
                           const ReducePlan& plan, void* scratch) {
   return with_reducer(op, dtype, [&]<class R, class T>() -> const char* {
@@ -313,6 +327,7 @@ const char* with_float_rows(DType dtype, int64_t n, F&& f) {
 
 }  // namespace
 
+// Row-wise softmax / log_softmax over rows of length n (F32/F64), and its backward.
 const char* launch_softmax(DType dtype, const void* x, void* out, int64_t rows, int64_t n, bool log) {
   return with_float_rows(dtype, n, [&]<class T, int G>() {
     softmax_rows<T, G><<<group_blocks(rows, G), kThreads, 0, stream()>>>(static_cast<const T*>(x),
@@ -328,6 +343,40 @@ const char* launch_softmax_backward(DType dtype, const void* y, const void* dy, 
         static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx), rows, n, log);
     return "softmax_backward_rows";
   });
+}
+
+// ---- CudaBackend::reduce, softmax, softmax_backward ----
+// The checks shared with the CPU (tensor/kernel_checks.h), then the launchers above, each of
+// which returns the names of the kernels it launched for check_launch().
+
+void CudaBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) {
+  if (!kernel_checks::reduce(op, x, out, outer, n, inner)) return;
+  const TensorArg xa = arg(x, "reduce"), oa = arg(out, "reduce");
+  const ReducePlan plan = plan_reduce(op, xa.dtype, outer, n, inner);
+  // Partial results of split rows/columns; freed here, but the caching allocator hands memory
+  // back in stream order, so the kernels below finish with it first.
+  Tensor scratch;
+  if (plan.scratch_bytes > 0) scratch = empty({static_cast<int64_t>(plan.scratch_bytes)}, DType::UInt8, x.device());
+  check_launch(launch_reduce(op, xa.dtype, xa.data, oa.data, outer, n, inner, plan,
+                             scratch.defined() ? scratch.data_ptr() : nullptr));
+}
+
+void CudaBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
+  kernel_checks::softmax(x, out);
+  if (x.numel() == 0) return;
+  if (!is_floating(x.dtype())) dtype_error("softmax", x.dtype());
+  const TensorArg xa = arg(x, "softmax"), oa = arg(out, "softmax");
+  const auto [rows, n] = kernel_checks::last_dim_rows(x);
+  check_launch(launch_softmax(xa.dtype, xa.data, oa.data, rows, n, log));
+}
+
+void CudaBackend::softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, bool log) {
+  kernel_checks::softmax_backward(y, dy, dx);
+  if (y.numel() == 0) return;
+  if (!is_floating(y.dtype())) dtype_error("softmax_backward", y.dtype());
+  const TensorArg ya = arg(y, "softmax_backward"), ga = arg(dy, "softmax_backward"), da = arg(dx, "softmax_backward");
+  const auto [rows, n] = kernel_checks::last_dim_rows(y);
+  check_launch(launch_softmax_backward(ya.dtype, ya.data, ga.data, da.data, rows, n, log));
 }
 
 }  // namespace linea::cuda

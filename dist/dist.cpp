@@ -6,6 +6,7 @@
 #include "linea/cuda/runtime.h"
 #include "linea/dist/comm.h"
 #include "linea/tensor/creation.h"
+#include "linea/tensor/error.h"
 
 #if LINEA_DIST_NCCL
 #include <cuda_runtime.h>

@@ -14,6 +14,7 @@
 #include "linea/dist/comm.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
+#include "linea/tensor/error.h"
 
 namespace linea::dist::detail {
 

@@ -4,8 +4,9 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "linea/cuda/device_abi.h"
+#include "linea/cuda/cuda_backend.h"
 #include "linea/dist/comm.h"
+#include "linea/tensor/error.h"
 
 namespace linea::dist::detail {
 

@@ -11,6 +11,7 @@
 #include "linea/nn/optim.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
+#include "linea/tensor/error.h"
 
 namespace linea::nn {
 

@@ -11,6 +11,7 @@
 
 #include "linea/tensor/atomic_file.h"
 #include "linea/tensor/backend.h"
+#include "linea/tensor/error.h"
 
 namespace linea::nn {
 

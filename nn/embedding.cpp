@@ -6,6 +6,7 @@
 #include "linea/autograd/ops_index.h"
 #include "linea/nn/init.h"
 #include "linea/tensor/creation.h"
+#include "linea/tensor/error.h"
 
 namespace linea::nn {
 

@@ -6,6 +6,7 @@
 #include "linea/autograd/graph.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
+#include "linea/tensor/error.h"
 
 namespace linea::nn {
 

@@ -1,6 +1,7 @@
 #include "linea/nn/module.h"
 
 #include "linea/tensor/backend.h"
+#include "linea/tensor/error.h"
 
 namespace linea::nn {
 

@@ -2,6 +2,7 @@
 
 #include "linea/autograd/ops_norm.h"
 #include "linea/tensor/creation.h"
+#include "linea/tensor/error.h"
 
 namespace linea::nn {
 

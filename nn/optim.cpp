@@ -10,6 +10,7 @@
 #include "linea/autograd/ops_elementwise.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
+#include "linea/tensor/error.h"
 
 namespace linea::nn {
 

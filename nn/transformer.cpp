@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "linea/tensor/error.h"
+
 namespace linea::nn {
 
 std::shared_ptr<Module> make_attention(const TransformerBlockConfig& c) {

@@ -3,6 +3,7 @@
 #include <array>
 
 #include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/error.h"
 #include "linea/tensor/profiler.h"
 #include "linea/tensor/profiling_backend.h"
 
@@ -36,6 +37,17 @@ Backend& device_backend(Device device) {
 Backend& backend(Device device) {
   if (Profiler::active()) [[unlikely]] return profiling_backend(device_backend(device), device);
   return device_backend(device);
+}
+
+void Backend::mhla_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const MHLAArgs&, const Tensor&,
+                           const Tensor&, const Tensor&, const Tensor&) {
+  throw Error("[mhla] this device has no fused MHLA kernels (has_fused_mhla() is false)");
+}
+
+void Backend::mhla_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const MHLAArgs&,
+                            const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                            const Tensor&, const Tensor&, const Tensor&) {
+  throw Error("[mhla] this device has no fused MHLA kernels (has_fused_mhla() is false)");
 }
 
 }  // namespace linea

@@ -148,28 +148,25 @@ class Backend {
   struct MHLAArgs {
     bool causal = false;
     int64_t block_len = 0;
-    int feature_map = 0;  // nn::functional::FeatureMap's value: ReluEps, Elu1, Relu, Identity
+    FeatureMap feature_map = FeatureMap::ReluEps;
     double eps = 0;       // ReluEps offset and the non-causal normaliser's floor
     double scale = 1;     // causal only, already resolved (d^-1/2 by default)
   };
   virtual bool has_fused_mhla() const { return false; }
+  // The defaults throw "[mhla] this device has no fused MHLA kernels" (backend.cpp).
   // Writes out and what the backward reads (φ is recomputed there from q, k):
   //   non-causal: s = S'_j = φ(K_j)ᵀ[V_j | 1] and sh = Ŝ' = W S', both [BH, M, d, dv+1];
   //               r = the normaliser φ(q_t)·ẑ + eps, [BH, N]
   //   causal:     s = S_j = φ(K_j)ᵀV_j and sh = scale · Σ_{j<i} W_ij S_j, both [BH, M, d, dv];
   //               r is not used (pass an undefined tensor)
   virtual void mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
-                            const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) {
-    throw Error("[mhla] this device has no fused MHLA kernels (has_fused_mhla() is false)");
-  }
+                            const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r);
   // From grad = dL/dout [BH, N, dv] (contiguous) and the forward's tensors, writes dq, dk, dv and
   // dmix (fresh, contiguous; dmix sums over all pairs, deterministically).
   virtual void mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
                              const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r,
                              const Tensor& grad, const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                             const Tensor& dmix) {
-    throw Error("[mhla] this device has no fused MHLA kernels (has_fused_mhla() is false)");
-  }
+                             const Tensor& dmix);
 
   // ---- fused attention ----
   // Exact softmax attention over BH independent [N, ·] problems (batch × heads flattened), in

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "linea/tensor/backend.h"
+#include "linea/tensor/error.h"
 
 namespace linea {
 

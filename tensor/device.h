@@ -1,10 +1,10 @@
 // Where a tensor's storage lives. Part of every tensor from day one; kernels for a device are
-// found through the backend registry (backend.h).
+// found through the backend registry (backend.h). Plain C++ (no fmt): nvcc compiles it too;
+// the fmt formatter for Device is in error.h.
 #pragma once
 #include <cstdint>
 #include <string>
 
-#include "linea/tensor/error.h"
 
 namespace linea {
 
@@ -19,14 +19,7 @@ struct Device {
   bool is_cpu() const { return type == DeviceType::CPU; }
   bool is_cuda() const { return type == DeviceType::CUDA; }
   bool operator==(const Device&) const = default;
-  std::string str() const { return is_cpu() ? "cpu" : fmt::format("cuda:{}", index); }
+  std::string str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
 };
 
 }  // namespace linea
-
-template <>
-struct fmt::formatter<linea::Device> : fmt::formatter<std::string_view> {
-  auto format(const linea::Device& d, format_context& ctx) const {
-    return fmt::formatter<std::string_view>::format(d.str(), ctx);
-  }
-};

@@ -1,7 +1,9 @@
 // linea::Error — the one exception type the library throws. Messages start with "[op]" and
 // name the shapes / dtypes / devices involved, so a user can see what went wrong where.
-// Host code only: LINEA_CHECK formats with fmt, which nvcc cannot compile. What the CUDA kernels
-// share with the rest (dtype.h, ops.h) includes neither fmt nor this header.
+// Host code only: LINEA_CHECK and the formatters of DType and Device use fmt, which nvcc cannot
+// compile. The headers the CUDA kernels read (dtype.h, device.h, shape.h, storage.h, tensor.h,
+// ops.h, backend.h) include neither fmt nor this header, so every file that checks or formats
+// includes it itself.
 #pragma once
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -9,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "linea/tensor/device.h"
 #include "linea/tensor/dtype.h"
 
 namespace linea {
@@ -30,5 +33,12 @@ template <>
 struct fmt::formatter<linea::DType> : fmt::formatter<std::string_view> {
   auto format(linea::DType t, format_context& ctx) const {
     return fmt::formatter<std::string_view>::format(linea::dtype_name(t), ctx);
+  }
+};
+
+template <>
+struct fmt::formatter<linea::Device> : fmt::formatter<std::string_view> {
+  auto format(const linea::Device& d, format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(d.str(), ctx);
   }
 };

@@ -7,6 +7,8 @@
 
 #include "linea/tensor/backend.h"
 
+#include "linea/tensor/error.h"
+
 namespace linea::fused_checks {
 
 // x [rows, C] contiguous floating and target [rows] contiguous int64; returns (rows, C).

@@ -1,9 +1,9 @@
 // Argument checks and host-side geometry of the core kernels (backend.h: gemm, norms, reductions
 // and softmax, elementwise, attention, indexing), shared by the CPU (tensor/cpu/) and CUDA
-// (cuda/cuda_*.cpp) backends, so every device rejects the same inputs with the same message.
+// (cuda/) backends, so every device rejects the same inputs with the same message.
 // Each backend adds only what is its own (the CUDA limits of its kernels, where indices are
-// range-checked). The fused nn/ kernels have theirs in fused_checks.h. Host-only: .cu files
-// cannot include this (fmt).
+// range-checked). The fused nn/ kernels have theirs in fused_checks.h. The checks are defined in
+// kernel_checks.cpp, so this header is fmt-free and the .cu files call them too.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -21,18 +21,7 @@ struct GemmShape {
 };
 
 // a [batch, M, K] @ b [batch, K, N] -> out [batch, M, N] contiguous, all float32 or all float64.
-inline GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
-  LINEA_CHECK(a.dim() == 3 && b.dim() == 3 && out.dim() == 3, "[gemm] expected 3-d operands, got {} @ {} -> {}",
-              shape_str(a.shape()), shape_str(b.shape()), shape_str(out.shape()));
-  const GemmShape g{out.shape()[0], out.shape()[1], out.shape()[2], a.shape()[2]};
-  LINEA_CHECK(a.shape() == Shape({g.batch, g.M, g.K}) && b.shape() == Shape({g.batch, g.K, g.N}) && out.is_contiguous(),
-              "[gemm] shapes {} @ {} -> {} do not match [batch, M, K] @ [batch, K, N] -> [batch, M, N]",
-              shape_str(a.shape()), shape_str(b.shape()), shape_str(out.shape()));
-  LINEA_CHECK(a.dtype() == b.dtype() && a.dtype() == out.dtype(), "[gemm] dtype mismatch: {} @ {} -> {}", a.dtype(),
-              b.dtype(), out.dtype());
-  dispatch_floating(out.dtype(), "gemm", []<class T>() {});
-  return g;
-}
+GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out);
 
 // How BLAS (OpenBLAS or cuBLAS) sees one [rows, cols] matrix with row stride rs and column
 // stride cs. The leading dimensions it gives are valid for both (ld >= cols row-major, ld >= rows
@@ -75,81 +64,28 @@ using Operands = std::initializer_list<std::pair<const char*, const Tensor*>>;
 
 // Rows and row length of x, after checking every defined operand against x: same dtype,
 // contiguous, and the shape of x (rowwise), [rows] (per_row) or [n] (per_feature).
-inline std::pair<int64_t, int64_t> row_geometry(const char* op, const Tensor& x, Operands rowwise, Operands per_row,
-                                                Operands per_feature) {
-  LINEA_CHECK(x.is_contiguous() && x.dim() >= 1, "[{}] x must be contiguous with at least 1 dim, got {}", op,
-              shape_str(x.shape()));
-  const int64_t n = x.shape().back(), rows = n == 0 ? 0 : x.numel() / n;
-  auto check = [&](Operands list, const Shape& shape) {
-    for (auto [what, t] : list) {
-      if (!t->defined()) continue;
-      LINEA_CHECK(t->is_contiguous() && t->shape() == shape && t->dtype() == x.dtype(),
-                  "[{}] {} must be contiguous {} {}, got {} {} (contiguous: {})", op, what, shape_str(shape),
-                  x.dtype(), shape_str(t->shape()), t->dtype(), t->is_contiguous());
-    }
-  };
-  check(rowwise, x.shape());
-  check(per_row, {rows});
-  check(per_feature, {n});
-  return {rows, n};
-}
+std::pair<int64_t, int64_t> row_geometry(const char* op, const Tensor& x, Operands rowwise, Operands per_row,
+                                         Operands per_feature);
 
 // Each returns (rows, n); weight, bias, dweight and dbias are optional.
-inline std::pair<int64_t, int64_t> layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                                     const Tensor& out, const Tensor& mean, const Tensor& rstd) {
-  const auto rn = row_geometry("layernorm_forward", x, {{"out", &out}}, {{"mean", &mean}, {"rstd", &rstd}},
-                               {{"weight", &weight}, {"bias", &bias}});
-  LINEA_CHECK(out.defined() && mean.defined() && rstd.defined(), "[layernorm_forward] out, mean, rstd are required");
-  dispatch_floating(x.dtype(), "layernorm_forward", []<class T>() {});
-  return rn;
-}
+std::pair<int64_t, int64_t> layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                              const Tensor& out, const Tensor& mean, const Tensor& rstd);
 
-inline std::pair<int64_t, int64_t> layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
-                                                      const Tensor& mean, const Tensor& rstd, const Tensor& dx,
-                                                      const Tensor& dweight, const Tensor& dbias) {
-  const auto rn =
-      row_geometry("layernorm_backward", x, {{"dy", &dy}, {"dx", &dx}}, {{"mean", &mean}, {"rstd", &rstd}},
-                   {{"weight", &weight}, {"dweight", &dweight}, {"dbias", &dbias}});
-  LINEA_CHECK(dy.defined() && dx.defined() && mean.defined() && rstd.defined(),
-              "[layernorm_backward] dy, dx, mean, rstd are required");
-  dispatch_floating(x.dtype(), "layernorm_backward", []<class T>() {});
-  return rn;
-}
+std::pair<int64_t, int64_t> layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                               const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                                               const Tensor& dweight, const Tensor& dbias);
 
-inline std::pair<int64_t, int64_t> rmsnorm_forward(const Tensor& x, const Tensor& weight, const Tensor& out,
-                                                   const Tensor& rstd) {
-  const auto rn = row_geometry("rmsnorm_forward", x, {{"out", &out}}, {{"rstd", &rstd}}, {{"weight", &weight}});
-  LINEA_CHECK(out.defined() && rstd.defined(), "[rmsnorm_forward] out and rstd are required");
-  dispatch_floating(x.dtype(), "rmsnorm_forward", []<class T>() {});
-  return rn;
-}
+std::pair<int64_t, int64_t> rmsnorm_forward(const Tensor& x, const Tensor& weight, const Tensor& out,
+                                            const Tensor& rstd);
 
-inline std::pair<int64_t, int64_t> rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
-                                                    const Tensor& rstd, const Tensor& dx, const Tensor& dweight) {
-  const auto rn = row_geometry("rmsnorm_backward", x, {{"dy", &dy}, {"dx", &dx}}, {{"rstd", &rstd}},
-                               {{"weight", &weight}, {"dweight", &dweight}});
-  LINEA_CHECK(dy.defined() && dx.defined() && rstd.defined(), "[rmsnorm_backward] dy, dx, rstd are required");
-  dispatch_floating(x.dtype(), "rmsnorm_backward", []<class T>() {});
-  return rn;
-}
+std::pair<int64_t, int64_t> rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                             const Tensor& rstd, const Tensor& dx, const Tensor& dweight);
 
 // ---- reduce and softmax ----
 
 // x read as [outer, n, inner] -> out [outer, inner]. Returns false when there is no output to
 // compute (outer * inner == 0); the dtypes are checked only when there is.
-inline bool reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) {
-  LINEA_CHECK(x.is_contiguous() && out.is_contiguous(), "[reduce] operands must be contiguous");
-  LINEA_CHECK(x.numel() == outer * n * inner && out.numel() == outer * inner,
-              "[reduce] x {} / out {} do not match [outer={}, n={}, inner={}]", shape_str(x.shape()),
-              shape_str(out.shape()), outer, n, inner);
-  LINEA_CHECK(n > 0 || op == ReduceOp::Sum || op == ReduceOp::LogSumExp,
-              "[reduce] max/min/argmax over an empty dim (n = 0) has no result");
-  if (outer * inner == 0) return false;
-  if (op == ReduceOp::LogSumExp) dispatch_floating(x.dtype(), "logsumexp", []<class T>() {});
-  const DType want = op == ReduceOp::ArgMax ? DType::Int64 : x.dtype();
-  LINEA_CHECK(out.dtype() == want, "[reduce] output dtype {} should be {}", out.dtype(), want);
-  return true;
-}
+bool reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner);
 
 // Rows and row length of a softmax over the last dim (a 0-d tensor is one row of one element).
 inline std::pair<int64_t, int64_t> last_dim_rows(const Tensor& t) {
@@ -157,148 +93,59 @@ inline std::pair<int64_t, int64_t> last_dim_rows(const Tensor& t) {
   return {n == 0 ? 0 : t.numel() / n, n};
 }
 
-inline void softmax(const Tensor& x, const Tensor& out) {
-  LINEA_CHECK(x.is_contiguous() && out.is_contiguous() && x.shape() == out.shape() && x.dtype() == out.dtype(),
-              "[softmax] x {} {} and out {} {} must be contiguous with one shape and dtype", shape_str(x.shape()),
-              x.dtype(), shape_str(out.shape()), out.dtype());
-}
+void softmax(const Tensor& x, const Tensor& out);
 
-inline void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
-  LINEA_CHECK(y.is_contiguous() && dy.is_contiguous() && dx.is_contiguous() && y.shape() == dy.shape() &&
-                  y.shape() == dx.shape() && y.dtype() == dy.dtype() && y.dtype() == dx.dtype(),
-              "[softmax_backward] y {}, dy {}, dx {} must be contiguous with one shape and dtype",
-              shape_str(y.shape()), shape_str(dy.shape()), shape_str(dx.shape()));
-}
+void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx);
 
 // ---- elementwise ----
 
-inline void elementwise_out(const char* op, const Tensor& out, const Tensor& in) {
-  LINEA_CHECK(out.is_contiguous() && out.shape() == in.shape(),
-              "[{}] internal: out (shape {}) must be contiguous and shaped like the input {}", op,
-              shape_str(out.shape()), shape_str(in.shape()));
-}
+void elementwise_out(const char* op, const Tensor& out, const Tensor& in);
 
-inline void unary(UnaryOp op, const Tensor& x, const Tensor& out) {
-  elementwise_out(op_name(op), out, x);
-  LINEA_CHECK(out.dtype() == x.dtype(), "[{}] internal: out dtype {} differs from input dtype {}", op_name(op),
-              out.dtype(), x.dtype());
-}
+void unary(UnaryOp op, const Tensor& x, const Tensor& out);
 
-inline void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  elementwise_out(op_name(op), out, a);
-  elementwise_out(op_name(op), out, b);
-  const bool compare = op_domain(op) == Domain::Compare;
-  LINEA_CHECK(a.dtype() == b.dtype() && out.dtype() == (compare ? DType::Bool : a.dtype()),
-              "[{}] internal: dtypes {}, {} -> {} do not match", op_name(op), a.dtype(), b.dtype(), out.dtype());
-}
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
 
-inline void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-  elementwise_out("where", out, cond);
-  elementwise_out("where", out, a);
-  elementwise_out("where", out, b);
-  LINEA_CHECK(cond.dtype() == DType::Bool && a.dtype() == out.dtype() && b.dtype() == out.dtype(),
-              "[where] internal: dtypes cond {}, a {}, b {} -> {} do not match", cond.dtype(), a.dtype(), b.dtype(),
-              out.dtype());
-}
+void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
 
 // The errors for a dtype an op has no kernel for: most unary ops are floating-only, and bool has
 // no arithmetic.
-[[noreturn]] inline void unary_unsupported(UnaryOp op, DType t) {
-  LINEA_CHECK(t != DType::Bool, "[{}] not defined for bool tensors", op_name(op));
-  throw Error(fmt::format("[{}] expected a floating dtype (float32 or float64), got {}", op_name(op), t));
-}
+[[noreturn]] void unary_unsupported(UnaryOp op, DType t);
 
-[[noreturn]] inline void binary_unsupported(BinaryOp op, DType t) {
-  throw Error(fmt::format("[{}] not supported for dtype {}{}", op_name(op), t,
-                          t == DType::Bool ? "" : " (needs float32 or float64)"));
-}
+[[noreturn]] void binary_unsupported(BinaryOp op, DType t);
 
 // ---- softmax attention ----
 
 // q, k [BH, N, d], v [BH, N, dv], lse [BH, N], the tensors in like_q / like_v shaped like q / v;
 // all contiguous, float32 or float64, with q's dtype.
-inline void attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
-                      std::initializer_list<const Tensor*> like_q, std::initializer_list<const Tensor*> like_v) {
-  LINEA_CHECK(q.dim() == 3 && k.shape() == q.shape() && v.dim() == 3 && v.size(0) == q.size(0) &&
-                  v.size(1) == q.size(1) && lse.shape() == Shape({q.size(0), q.size(1)}),
-              "[{}] expected q, k [BH, N, d], v [BH, N, dv] and lse [BH, N], got {} / {} / {} / {}", op,
-              shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()), shape_str(lse.shape()));
-  auto check = [&](const Tensor& t, const Tensor& like) {
-    LINEA_CHECK(t.is_contiguous() && t.dtype() == q.dtype() && t.shape() == like.shape(),
-                "[{}] expected a contiguous {} tensor shaped {}, got {} {}", op, q.dtype(), shape_str(like.shape()),
-                t.dtype(), shape_str(t.shape()));
-  };
-  for (const Tensor* t : {&q, &k, &lse}) check(*t, *t);
-  for (const Tensor* t : like_q) check(*t, q);
-  for (const Tensor* t : like_v) check(*t, v);
-  dispatch_floating(q.dtype(), op, []<class T>() {});
-}
+void attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
+               std::initializer_list<const Tensor*> like_q, std::initializer_list<const Tensor*> like_v);
 
 // ---- indexing (values float32/float64/int64, indices int64) ----
 // These check everything but the index values; each backend range-checks those on its device
 // and reports a bad one with index_in_range.
 
-inline void index_in_range(const char* op, bool in_range, int64_t bad_value, int64_t dim, int64_t size) {
-  LINEA_CHECK(in_range, "[{}] index {} out of range for dim {} of size {}", op, bad_value, dim, size);
-}
+void index_in_range(const char* op, bool in_range, int64_t bad_value, int64_t dim, int64_t size);
 
 // dim lies in `values` (the tensor whose dtype the kernel moves), which has a supported dtype;
 // idx is int64.
-inline void index_common(const char* op, const Tensor& values, int64_t dim, const Tensor& idx) {
-  LINEA_CHECK(dim >= 0 && dim < values.dim(), "[{}] dim {} out of range for shape {}", op, dim,
-              shape_str(values.shape()));
-  LINEA_CHECK(values.dtype() == DType::Float32 || values.dtype() == DType::Float64 || values.dtype() == DType::Int64,
-              "[{}] values must be float32, float64 or int64, got {}", op, values.dtype());
-  LINEA_CHECK(idx.dtype() == DType::Int64, "[{}] indices must be int64, got {}", op, idx.dtype());
-}
+void index_common(const char* op, const Tensor& values, int64_t dim, const Tensor& idx);
 
 // `a` has `b`'s shape except along `dim`, where it has n entries (a 1-d index's length).
-inline void shape_but_dim(const char* op, const Tensor& a, const Tensor& b, int64_t dim, int64_t n) {
-  Shape want = b.shape();
-  want[dim] = n;
-  LINEA_CHECK(a.shape() == want && a.dtype() == b.dtype(), "[{}] operand of shape {} {} does not match {} {}", op,
-              shape_str(a.shape()), a.dtype(), shape_str(want), b.dtype());
-}
+void shape_but_dim(const char* op, const Tensor& a, const Tensor& b, int64_t dim, int64_t n);
 
 // gather/scatter_add: idx may be smaller than x, but never larger off `dim`.
-inline void index_fits(const char* op, const Tensor& idx, const Tensor& x, int64_t dim) {
-  for (int64_t d = 0; d < x.dim(); ++d)
-    LINEA_CHECK(d == dim || idx.shape()[d] <= x.shape()[d], "[{}] index shape {} is larger than {} in dim {}", op,
-                shape_str(idx.shape()), shape_str(x.shape()), d);
-}
+void index_fits(const char* op, const Tensor& idx, const Tensor& x, int64_t dim);
 
 // out[.., i, ..] = x[.., idx[i], ..] along dim; idx is 1-d (or 0-d: one index).
-inline void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
-  LINEA_CHECK(idx.dim() <= 1, "[index_select] index must be 1-d, got shape {}", shape_str(idx.shape()));
-  index_common("index_select", x, dim, idx);
-  shape_but_dim("index_select", out, x, dim, idx.numel());
-}
+void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out);
 
 // out[.., idx[i], ..] += src[.., i, ..] along dim.
-inline void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) {
-  LINEA_CHECK(idx.dim() <= 1, "[index_add] index must be 1-d, got shape {}", shape_str(idx.shape()));
-  LINEA_CHECK(out.is_contiguous(), "[index_add] out must be contiguous");
-  index_common("index_add", out, dim, idx);
-  shape_but_dim("index_add", src, out, dim, idx.numel());
-}
+void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src);
 
 // out = x[.., idx[..], ..] along dim, out shaped like idx.
-inline void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
-  LINEA_CHECK(idx.dim() == x.dim() && out.shape() == idx.shape() && out.dtype() == x.dtype(),
-              "[gather] x {} {}, index {} and out {} {} do not fit", shape_str(x.shape()), x.dtype(),
-              shape_str(idx.shape()), shape_str(out.shape()), out.dtype());
-  index_common("gather", x, dim, idx);
-  index_fits("gather", idx, x, dim);
-}
+void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out);
 
 // out[.., idx[..], ..] += src along dim, src shaped like idx.
-inline void scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) {
-  LINEA_CHECK(idx.dim() == out.dim() && src.shape() == idx.shape() && src.dtype() == out.dtype(),
-              "[scatter_add] out {} {}, index {} and src {} {} do not fit", shape_str(out.shape()), out.dtype(),
-              shape_str(idx.shape()), shape_str(src.shape()), src.dtype());
-  LINEA_CHECK(out.is_contiguous(), "[scatter_add] out must be contiguous");
-  index_common("scatter_add", out, dim, idx);
-  index_fits("scatter_add", idx, out, dim);
-}
+void scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src);
 
 }  // namespace linea::kernel_checks

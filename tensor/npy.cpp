@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "linea/tensor/backend.h"
+#include "linea/tensor/error.h"
 
 namespace linea {
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "linea/tensor/backend.h"
+#include "linea/tensor/error.h"
 
 namespace linea {
 

@@ -12,6 +12,7 @@
 #include <iosfwd>
 #include <string>
 
+#include "linea/tensor/error.h"
 #include "linea/tensor/tensor.h"
 
 namespace linea {

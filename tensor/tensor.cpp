@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "linea/tensor/backend.h"
+#include "linea/tensor/error.h"
 #include "linea/tensor/tensor_methods.h"
 
 namespace linea {
@@ -25,6 +26,10 @@ bool Tensor::is_contiguous() const {
     expected *= sh[i];
   }
   return true;
+}
+
+void Tensor::check_dtype(DType want) const {
+  LINEA_CHECK(want == dtype(), "[data] tensor has dtype {}, asked for {}", dtype(), want);
 }
 
 void* Tensor::data_ptr() const {

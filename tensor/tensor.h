@@ -53,9 +53,12 @@ class Tensor {
 
   // Raw pointer to element 0 of this view (storage base + offset). data<T>() checks the dtype.
   void* data_ptr() const;
+  // Throws naming both dtypes unless this tensor has dtype `want` (out of line: tensor.h has no
+  // fmt, so nvcc can read it).
+  void check_dtype(DType want) const;
   template <class T>
   T* data() const {
-    LINEA_CHECK(dtype_v<T> == dtype(), "[data] tensor has dtype {}, asked for {}", dtype(), dtype_v<T>);
+    check_dtype(dtype_v<T>);
     return static_cast<T*>(data_ptr());
   }
 

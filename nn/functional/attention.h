@@ -20,16 +20,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "linea/tensor/ops.h"
 #include "linea/tensor/tensor.h"
 
 namespace linea::nn::functional {
 
-enum class FeatureMap {
-  ReluEps,   // relu(x) + eps  (the vision default)
-  Elu1,      // elu(x) + 1
-  Relu,      // relu(x)        (the official causal LM's choice)
-  Identity,  // x: the caller applied its own feature map (e.g. φ then RoPE)
-};
+using linea::FeatureMap;  // ReluEps, Elu1, Relu, Identity (tensor/ops.h)
 
 struct SoftmaxAttentionOptions {
   bool causal = false;

@@ -15,6 +15,7 @@
 #include "linea/nn/functional/attention.h"
 #include "linea/nn/functional/attention_checks.h"
 #include "linea/nn/functional/mhla_detail.h"
+#include "linea/tensor/error.h"
 
 namespace linea::nn::functional {
 

@@ -19,6 +19,7 @@
 #include "linea/nn/functional/attention_checks.h"
 #include "linea/nn/functional/mhla_detail.h"
 #include "linea/tensor/backend.h"
+#include "linea/tensor/error.h"
 
 namespace linea::nn::functional {
 

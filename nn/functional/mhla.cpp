@@ -26,6 +26,7 @@
 #include "linea/nn/functional/attention.h"
 #include "linea/nn/functional/attention_checks.h"
 #include "linea/nn/functional/mhla_detail.h"
+#include "linea/tensor/error.h"
 
 namespace linea::nn::functional {
 
@@ -139,10 +140,6 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mi
 // The device's own kernels (tensor/backend.h, "fused MHLA"), non-causal and causal, in one
 // custom_function: the backend computes the forward, saves S' and Ŝ' (causal: S and s·P) and the
 // normaliser r, and computes all four gradients from them.
-static_assert(static_cast<int>(FeatureMap::ReluEps) == 0 && static_cast<int>(FeatureMap::Elu1) == 1 &&
-                  static_cast<int>(FeatureMap::Relu) == 2 && static_cast<int>(FeatureMap::Identity) == 3,
-              "Backend::MHLAArgs::feature_map numbers the feature maps in this order");
-
 bool device_kernels(const Tensor& q, const MHLAOptions& opts) {
   return !opts.official_normalizer && backend(q.device()).has_fused_mhla();
 }
@@ -156,7 +153,7 @@ struct DeviceSaved {
 
 Tensor device_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& opts) {
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), d = q.size(3), dv = v.size(3), M = mix.size(0);
-  const Backend::MHLAArgs args{opts.causal, opts.block_len, static_cast<int>(opts.feature_map), opts.eps,
+  const Backend::MHLAArgs args{opts.causal, opts.block_len, opts.feature_map, opts.eps,
                                opts.causal ? detail::causal_scale(q, opts) : 1.0};
   const Options o(q.dtype(), q.device());
   auto pairs = [&](const Tensor& x) { return x.contiguous().view({B * H, N, x.size(3)}); };

@@ -9,6 +9,7 @@
 #include "linea/nn/functional/attention.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
+#include "linea/tensor/error.h"
 
 namespace linea::nn::functional::detail {
 

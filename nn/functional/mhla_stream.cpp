@@ -10,6 +10,7 @@
 #include "linea/autograd/function.h"
 #include "linea/autograd/ops_matmul.h"
 #include "linea/nn/functional/mhla_detail.h"
+#include "linea/tensor/error.h"
 
 #include <cmath>
 

@@ -8,6 +8,7 @@
 #include "linea/nn/functional/attention.h"
 #include "linea/nn/functional/attention_checks.h"
 #include "linea/tensor/backend.h"
+#include "linea/tensor/error.h"
 
 namespace linea::nn::functional {
 

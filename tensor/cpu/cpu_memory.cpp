@@ -6,6 +6,7 @@
 #include "linea/tensor/cpu/cpu_allocator.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/strided.h"
+#include "linea/tensor/error.h"
 
 namespace linea::cpu {
 
