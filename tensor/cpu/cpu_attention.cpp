@@ -8,7 +8,9 @@
 // storing the N×N matrix:
 //   D = rowsum(dO∘O),  dV += Pᵀ dO,  dP = dO Vᵀ,  dS = P∘(dP − D),  dQ += s·dS K,  dK += s·dSᵀ Q.
 // Tile products run on gemm (BLAS, serial inside the parallel regions); the row-wise softmax
-// bookkeeping is plain loops over contiguous buffers.
+// bookkeeping is plain loops over contiguous buffers, each written so that GCC vectorises it:
+// exp is vec_math.h's (libm's expf is a scalar call: at N = 64 it was most of the kernel's time)
+// and the max and sum are separate `omp simd` reductions.
 #include <omp.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/cpu/vec_math.h"
 #include "linea/tensor/creation.h"
 #include "linea/tensor/kernel_checks.h"
 
@@ -83,10 +86,14 @@ void flash_forward(const Problem& p, const Tensor& q, const Tensor& k, const Ten
           // never fully masked, so m is finite from the first tile on.
           const int64_t visible = diagonal ? std::clamp<int64_t>(r0 + r - c0 + 1, 0, bc) : bc;
           T mx = m[r];
+#pragma omp simd reduction(max : mx)
           for (int64_t c = 0; c < visible; ++c) mx = std::max(mx, scale * sr[c]);
           const T alpha = std::exp(m[r] - mx);  // rescales the previous tiles (0 on the first)
+#pragma omp simd
+          for (int64_t c = 0; c < visible; ++c) sr[c] = vexp(scale * sr[c] - mx);
           T sum = 0;
-          for (int64_t c = 0; c < visible; ++c) sum += sr[c] = std::exp(scale * sr[c] - mx);
+#pragma omp simd reduction(+ : sum)
+          for (int64_t c = 0; c < visible; ++c) sum += sr[c];
           std::fill(sr + visible, sr + bc, T(0));
           l[r] = l[r] * alpha + sum;
           m[r] = mx;
@@ -113,8 +120,9 @@ void accumulate(T* acc, const Tensor& add, int64_t n) {
 }
 
 // Gradients of the tiled forward, recomputing P tile by tile. Parallel over (batch·head, key
-// tile): each task owns its rows of dK and dV; dQ rows are shared between tasks, so every thread
-// accumulates into its own dQ buffer and the buffers are summed at the end.
+// tile): each task owns its rows of dK and dV. With several key tiles, dQ rows are shared between
+// tasks, so every thread accumulates into its own dQ buffer and the buffers are summed at the end;
+// with one (N <= kBc, the small models' case) a task owns its pair's dQ rows too and writes them.
 template <class T>
 void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                     const Tensor& lse, const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
@@ -133,11 +141,13 @@ void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Te
     }
   }
   const int threads = p.parallel() ? omp_get_max_threads() : 1;
-  std::vector<Tensor> dq_parts(threads);
+  const bool shared_dq = tiles > 1;
+  std::vector<Tensor> dq_parts(shared_dq ? threads : 0);
+  if (!shared_dq) std::fill(dq.data<T>(), dq.data<T>() + dq.numel(), T(0));
 #pragma omp parallel num_threads(threads)
   {
-    Tensor dq_part = zeros({p.BH, p.N, p.d}, q.dtype());
-    dq_parts[omp_get_thread_num()] = dq_part;
+    Tensor dq_part = shared_dq ? zeros({p.BH, p.N, p.d}, q.dtype()) : dq;
+    if (shared_dq) dq_parts[omp_get_thread_num()] = dq_part;
     const int64_t wide = std::max(p.d, p.dv);
     Tensor p_buf = empty({kBr * kBc}, q.dtype()), dp_buf = empty({kBr * kBc}, q.dtype());
     Tensor tmp = empty({std::max(kBr, kBc) * wide}, q.dtype());
@@ -159,10 +169,12 @@ void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Te
         const T* Dr = D.data() + bh * p.N + r0;
         for (int64_t r = 0; r < br; ++r) {
           const int64_t visible = diagonal ? std::clamp<int64_t>(r0 + r - c0 + 1, 0, bc) : bc;
+          T *Pr = P + r * bc, *dSr = dS + r * bc;
+          const T Lr = L[r], Dv = Dr[r];
+#pragma omp simd
           for (int64_t c = 0; c < bc; ++c) {
-            const int64_t i = r * bc + c;
-            P[i] = c < visible ? std::exp(scale * P[i] - L[r]) : T(0);
-            dS[i] = scale * P[i] * (dS[i] - Dr[r]);  // s·dS: the scale of S = s·QKᵀ folded in
+            Pr[c] = c < visible ? vexp(scale * Pr[c] - Lr) : T(0);
+            dSr[c] = scale * Pr[c] * (dSr[c] - Dv);  // s·dS: the scale of S = s·QKᵀ folded in
           }
         }
         be.gemm(scratch_t(p_buf, br, bc), rows(dout, bh, r0, br), scratch(tmp, bc, p.dv));
@@ -174,6 +186,7 @@ void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Te
       }
     }
   }
+  if (!shared_dq) return;
   T* out = dq.data<T>();
   std::fill(out, out + dq.numel(), T(0));
   for (const Tensor& part : dq_parts)
