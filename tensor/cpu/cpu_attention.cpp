@@ -7,7 +7,7 @@
 // saved for the backward, which recomputes each probability tile P = exp(s·QKᵀ − L) instead of
 // storing the N×N matrix:
 //   D = rowsum(dO∘O),  dV += Pᵀ dO,  dP = dO Vᵀ,  dS = P∘(dP − D),  dQ += s·dS K,  dK += s·dSᵀ Q.
-// Tile products run on gemm (BLAS, serial inside the parallel regions); the row-wise softmax
+// Tile products are direct BLAS calls on the tiles (serial inside the parallel regions); the row-wise softmax
 // bookkeeping is plain loops over contiguous buffers, each written so that GCC vectorises it:
 // exp is vec_math.h's (libm's expf is a scalar call: at N = 64 it was most of the kernel's time)
 // and the max and sum are separate `omp simd` reductions.
@@ -18,6 +18,7 @@
 #include <limits>
 #include <vector>
 
+#include "linea/tensor/cpu/blas.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/vec_math.h"
 #include "linea/tensor/creation.h"
@@ -32,19 +33,12 @@ constexpr int64_t kBc = 128;  // key rows per tile
 // Below this many multiply-adds a problem runs on one thread: waking a team costs more.
 constexpr double kParallelWork = 1 << 20;
 
-// Rows [r0, r0 + n) of matrix `bh` of a contiguous [BH, N, c] tensor as a [1, n, c] view, or as
-// its transpose [1, c, n] (a column-major view: BLAS reads it transposed, nothing is copied).
-Tensor rows(const Tensor& x, int64_t bh, int64_t r0, int64_t n) {
-  const int64_t c = x.size(2);
-  return x.as_strided({1, n, c}, {n * c, c, 1}, x.offset() + (bh * x.size(1) + r0) * c);
+// Row r0 of matrix `bh` of a contiguous [BH, N, c] tensor: tiles are runs of whole rows, so a tile
+// is (pointer, leading dimension c) for BLAS, read as it is or transposed, nothing copied.
+template <class T>
+T* row(const Tensor& x, int64_t bh, int64_t r0) {
+  return x.data<T>() + (bh * x.size(1) + r0) * x.size(2);
 }
-Tensor rows_t(const Tensor& x, int64_t bh, int64_t r0, int64_t n) {
-  const int64_t c = x.size(2);
-  return x.as_strided({1, c, n}, {n * c, 1, c}, x.offset() + (bh * x.size(1) + r0) * c);
-}
-// The first n·c elements of a scratch buffer as a contiguous [1, n, c] matrix, or its transpose.
-Tensor scratch(const Tensor& buf, int64_t n, int64_t c) { return buf.as_strided({1, n, c}, {n * c, c, 1}, 0); }
-Tensor scratch_t(const Tensor& buf, int64_t n, int64_t c) { return buf.as_strided({1, c, n}, {n * c, 1, c}, 0); }
 
 struct Problem {
   int64_t BH, N, d, dv;
@@ -60,13 +54,11 @@ Problem problem(const Tensor& q, const Tensor& v, double scale, bool causal) {
 template <class T>
 void flash_forward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                    const Tensor& lse) {
-  CpuBackend& be = instance();
   const int64_t tiles = (p.N + kBr - 1) / kBr;
   const T scale = static_cast<T>(p.scale), neg_inf = -std::numeric_limits<T>::infinity();
 #pragma omp parallel if (p.parallel())
   {
-    Tensor s_buf = empty({kBr * kBc}, q.dtype()), pv_buf = empty({kBr * p.dv}, q.dtype());
-    std::vector<T> m(kBr), l(kBr);
+    std::vector<T> s_buf(kBr * kBc), m(kBr), l(kBr);
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < p.BH * tiles; ++task) {
       const int64_t bh = task / tiles, r0 = task % tiles * kBr, br = std::min(kBr, p.N - r0);
@@ -78,8 +70,8 @@ void flash_forward(const Problem& p, const Tensor& q, const Tensor& k, const Ten
       for (int64_t c0 = 0; c0 < key_end; c0 += kBc) {
         const int64_t bc = std::min(kBc, key_end - c0);
         const bool diagonal = p.causal && c0 + bc - 1 > r0;  // some (row, key) pair here is masked
-        be.gemm(rows(q, bh, r0, br), rows_t(k, bh, c0, bc), scratch(s_buf, br, bc));
-        T* s = s_buf.data<T>();
+        T* s = s_buf.data();
+        blas_gemm<T>(false, true, br, bc, p.d, row<T>(q, bh, r0), p.d, row<T>(k, bh, c0), p.d, T(0), s, bc);  // QKᵀ
         for (int64_t r = 0; r < br; ++r) {
           T* sr = s + r * bc;
           // Keys past query r0 + r are masked on the diagonal tile; row 0 of the first tile is
@@ -99,9 +91,7 @@ void flash_forward(const Problem& p, const Tensor& q, const Tensor& k, const Ten
           m[r] = mx;
           for (int64_t e = 0; e < p.dv; ++e) out[r * p.dv + e] *= alpha;
         }
-        be.gemm(scratch(s_buf, br, bc), rows(v, bh, c0, bc), scratch(pv_buf, br, p.dv));
-        const T* pv = pv_buf.data<T>();
-        for (int64_t i = 0; i < br * p.dv; ++i) out[i] += pv[i];
+        blas_gemm<T>(false, false, br, p.dv, bc, s, bc, row<T>(v, bh, c0), p.dv, T(1), out, p.dv);  // out += PV
       }
       T* L = lse.data<T>() + bh * p.N + r0;
       for (int64_t r = 0; r < br; ++r) {
@@ -126,7 +116,6 @@ void accumulate(T* acc, const Tensor& add, int64_t n) {
 template <class T>
 void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                     const Tensor& lse, const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
-  CpuBackend& be = instance();
   const int64_t tiles = (p.N + kBc - 1) / kBc;
   const T scale = static_cast<T>(p.scale);
   // D = rowsum(dO ∘ O): the softmax Jacobian's correction term, one number per query row.
@@ -148,9 +137,7 @@ void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Te
   {
     Tensor dq_part = shared_dq ? zeros({p.BH, p.N, p.d}, q.dtype()) : dq;
     if (shared_dq) dq_parts[omp_get_thread_num()] = dq_part;
-    const int64_t wide = std::max(p.d, p.dv);
-    Tensor p_buf = empty({kBr * kBc}, q.dtype()), dp_buf = empty({kBr * kBc}, q.dtype());
-    Tensor tmp = empty({std::max(kBr, kBc) * wide}, q.dtype());
+    std::vector<T> p_buf(kBr * kBc), dp_buf(kBr * kBc);
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < p.BH * tiles; ++task) {
       const int64_t bh = task / tiles, c0 = task % tiles * kBc, bc = std::min(kBc, p.N - c0);
@@ -162,9 +149,9 @@ void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Te
       for (int64_t r0 = first; r0 < p.N; r0 += kBr) {
         const int64_t br = std::min(kBr, p.N - r0);
         const bool diagonal = p.causal && c0 + bc - 1 > r0;
-        be.gemm(rows(q, bh, r0, br), rows_t(k, bh, c0, bc), scratch(p_buf, br, bc));
-        be.gemm(rows(dout, bh, r0, br), rows_t(v, bh, c0, bc), scratch(dp_buf, br, bc));
-        T *P = p_buf.data<T>(), *dS = dp_buf.data<T>();
+        T *P = p_buf.data(), *dS = dp_buf.data();
+        blas_gemm<T>(false, true, br, bc, p.d, row<T>(q, bh, r0), p.d, row<T>(k, bh, c0), p.d, T(0), P, bc);
+        blas_gemm<T>(false, true, br, bc, p.dv, row<T>(dout, bh, r0), p.dv, row<T>(v, bh, c0), p.dv, T(0), dS, bc);
         const T* L = lse.data<T>() + bh * p.N + r0;
         const T* Dr = D.data() + bh * p.N + r0;
         for (int64_t r = 0; r < br; ++r) {
@@ -177,12 +164,10 @@ void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Te
             dSr[c] = scale * Pr[c] * (dSr[c] - Dv);  // s·dS: the scale of S = s·QKᵀ folded in
           }
         }
-        be.gemm(scratch_t(p_buf, br, bc), rows(dout, bh, r0, br), scratch(tmp, bc, p.dv));
-        accumulate<T>(dv_j, tmp, bc * p.dv);
-        be.gemm(scratch_t(dp_buf, br, bc), rows(q, bh, r0, br), scratch(tmp, bc, p.d));
-        accumulate<T>(dk_j, tmp, bc * p.d);
-        be.gemm(scratch(dp_buf, br, bc), rows(k, bh, c0, bc), scratch(tmp, br, p.d));
-        accumulate<T>(dq_part.data<T>() + (bh * p.N + r0) * p.d, tmp, br * p.d);
+        // dV += Pᵀ dO, dK += s·dSᵀ Q, dQ += s·dS K, accumulated by BLAS itself (beta = 1).
+        blas_gemm<T>(true, false, bc, p.dv, br, P, bc, row<T>(dout, bh, r0), p.dv, T(1), dv_j, p.dv);
+        blas_gemm<T>(true, false, bc, p.d, br, dS, bc, row<T>(q, bh, r0), p.d, T(1), dk_j, p.d);
+        blas_gemm<T>(false, false, br, p.d, bc, dS, bc, row<T>(k, bh, c0), p.d, T(1), row<T>(dq_part, bh, r0), p.d);
       }
     }
   }

@@ -4,27 +4,15 @@
 // dims are row-major (stride[-1] == 1) or column-major (stride[-2] == 1, e.g. a .t() view) goes
 // straight to cblas_?gemm; only other layouts are copied. Batches are either folded into M (one
 // big gemm: the x[B,T,C] @ W[C,N] of every linear layer) or looped over.
-#include <cblas.h>
 #include <omp.h>
 
-#include <type_traits>
-
+#include "linea/tensor/cpu/blas.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/kernel_checks.h"
 
 namespace linea::cpu {
 
 namespace {
-
-template <class T>
-void gemm_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b, int64_t ldb,
-               T* c, int64_t ldc) {
-  const auto TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, TA, TB, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-  else
-    cblas_dgemm(CblasRowMajor, TA, TB, M, N, K, 1.0, a, lda, b, ldb, 0.0, c, ldc);
-}
 
 // Below kSmallGemm multiply-adds per matrix, batches run in parallel (one BLAS thread each); above
 // it each gemm is big enough for BLAS to use every thread by itself. Under kMinParallelWork in
@@ -42,7 +30,7 @@ void gemm_split(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, i
                 T* c, int64_t ldc) {
   const int nt = omp_get_max_threads();
   if (nt == 1 || omp_in_parallel() || M * N * K < kMinParallelWork)
-    return gemm_call<T>(ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
+    return blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, T(0), c, ldc);
   const bool rows = M >= N;
 #pragma omp parallel num_threads(nt)
   {
@@ -50,9 +38,9 @@ void gemm_split(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, i
     const int64_t i0 = len * t / nt, i1 = len * (t + 1) / nt;
     if (i1 > i0) {
       if (rows)  // rows i0..i1 of a: a row offset, or a column offset when a is stored transposed
-        gemm_call<T>(ta, tb, i1 - i0, N, K, a + (ta ? i0 : i0 * lda), lda, b, ldb, c + i0 * ldc, ldc);
+        blas_gemm<T>(ta, tb, i1 - i0, N, K, a + (ta ? i0 : i0 * lda), lda, b, ldb, T(0), c + i0 * ldc, ldc);
       else  // columns i0..i1 of b and c
-        gemm_call<T>(ta, tb, M, i1 - i0, K, a, lda, b + (tb ? i0 * ldb : i0), ldb, c + i0, ldc);
+        blas_gemm<T>(ta, tb, M, i1 - i0, K, a, lda, b + (tb ? i0 * ldb : i0), ldb, T(0), c + i0, ldc);
     }
   }
 }

@@ -1,0 +1,22 @@
+// One row-major BLAS gemm call, typed: c = a·b + beta·c, with a or b read transposed in place.
+// The CPU kernels that multiply raw tiles (matmul's batches, attention's tiles) call BLAS through
+// this; OpenBLAS runs it serially inside an OpenMP parallel region.
+#pragma once
+#include <cblas.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace linea::cpu {
+
+template <class T>
+void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b, int64_t ldb,
+               T beta, T* c, int64_t ldc) {
+  const auto TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, TA, TB, M, N, K, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, TA, TB, M, N, K, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace linea::cpu
