@@ -33,11 +33,13 @@ struct Config {
   // The recipe.
   int64_t epochs = 6;
   int64_t batch = 128;
-  double lr = 4e-3, min_lr = 1e-5;  // peak and final learning rate
-  int64_t warmup = 200;             // linear warm-up steps, then cosine decay to min_lr
+  // Chosen on held-out data (README, "How the recipe was chosen"): at lr 4e-3 / 200 warm-up
+  // steps the result swung with the rounding, and lr 3e-3 with clipping diverged in epoch 2.
+  double lr = 2e-3, min_lr = 1e-5;  // peak and final learning rate
+  int64_t warmup = 300;             // linear warm-up steps, then cosine decay to min_lr
   double weight_decay = 0.05;       // not on norms, biases, position embeddings, MHLA's mix
   double label_smoothing = 0.1;
-  double grad_clip = 0;  // > 0: scale the gradients so their global norm is at most this
+  double grad_clip = 1;  // > 0: scale the gradients so their global norm is at most this
   bool augment = false;  // random shifts of up to 2 pixels and horizontal flips: slows the
                          // short default run down (measured on held-out data), helps long ones
   uint64_t seed = 1;    // the weights, the data order and the augmentation

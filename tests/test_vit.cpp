@@ -132,11 +132,11 @@ TEST_CASE("vit: bad flags are clear errors") {
   fails({"--block", "3"}, "--block 3 does not divide the 8x8 patch grid");
   fails({"--epochs", "0"}, "--epochs must be in (0, 100000], got 0");
   fails({"--label-smoothing", "1"}, "--label-smoothing must be in [0, 1)");
-  fails({"--min-lr", "0.1"}, "--min-lr 0.1 is above --lr 0.004");
+  fails({"--min-lr", "0.1"}, "--min-lr 0.1 is above --lr 0.002");
   fails({"--resume", "a", "--eval", "b"}, "--resume and --eval do not go together");
   fails({"--weight-decay", "inf"}, "--weight-decay takes a finite number, got 'inf'");
   fails({"--lr", "nan"}, "--lr takes a finite number, got 'nan'");
-  fails({"--weight-decay", "300"}, "--weight-decay 300 x --lr 0.004 must be < 1");
+  fails({"--weight-decay", "600"}, "--weight-decay 600 x --lr 0.002 must be < 1");
   fails({"--warmup", "3000"}, "--warmup 3000 is more than the run's 2814 steps");  // 6 x 469 batches
 }
 
