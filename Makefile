@@ -26,10 +26,13 @@ JOBS ?= 2
 SEED ?= 1
 MAKEFLAGS += --no-print-directory
 
-# OpenMP threads that finish early sleep instead of spinning. With the default (spin), an idle
-# thread busy-waits beside the one still working and, on these 2-vCPU machines, slows it down:
-# measured, a ViT-MHLA training step took 152 ms spinning and 106 ms passive. Override to compare.
-export OMP_WAIT_POLICY ?= passive
+# An OpenMP thread that finishes early spins about 1000 times (some microseconds), then sleeps.
+# A step runs hundreds of short parallel regions back to back: sleeping at once (passive) pays a
+# futex wake-up at every one, while libgomp's default (300000 spins, milliseconds) busy-waits
+# beside the thread still working and slows it on these 2-vCPU machines. Measured (README, "Where
+# a step's time goes"), char-GPT MHLA step: passive 45 ms, 1000 spins 33 ms, 20000 spins 51 ms.
+# GOMP_SPINCOUNT overrides OMP_WAIT_POLICY; set it yourself to compare.
+export GOMP_SPINCOUNT ?= 1000
 
 # train and lm start a fresh run each time: --overwrite on replaces the previous run's files in
 # runs/<program>_<attn>/ (the programs refuse a non-empty --out without it).
@@ -102,7 +105,7 @@ train-dist:
 	scripts/prepare_data.sh fmnist
 	cmake --build $(BUILD_DIR) -j$(JOBS) --target vit_fmnist
 	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np $(NP) --oversubscribe --bind-to none \
-	  -x OMP_WAIT_POLICY $(BUILD_DIR)/examples/vit_fmnist --attn mhla --threads $(THREADS)
+	  -x GOMP_SPINCOUNT $(BUILD_DIR)/examples/vit_fmnist --attn mhla --threads $(THREADS)
 # ---- sanitizers, fuzzing, clang (tests/fuzz/CMakeLists.txt has the fuzz tests)
 SANITIZE_DIR ?= build-sanitize
 FUZZ_DIR ?= build-fuzz

@@ -2,8 +2,8 @@
 
 For each model (the ViT of `vit_fmnist --bench`, the char-GPT of `char_lm --bench`) and attention
 kind, runs linea's benchmark and the PyTorch script in alternation (which one goes first flips
-every round), each in a fresh process with the same thread count and OMP_WAIT_POLICY, and prints
-the median over the rounds of each side's median step time, and PyTorch / linea.
+every round), each in a fresh process with the same thread count and OpenMP wait settings, and
+prints the median over the rounds of each side's median step time, and PyTorch / linea.
 
   python3 bench/peer/run.py [--build build] [--steps 20] [--rounds 3] [--threads 2]
 
@@ -64,9 +64,12 @@ def main():
     if a.check:
         return
     env = dict(os.environ)
-    env.setdefault("OMP_WAIT_POLICY", "passive")  # what make train uses; both sides get the same
+    # What make train uses; both sides get the same (pip's torch runs on libgomp too).
+    if "OMP_WAIT_POLICY" not in env and "GOMP_SPINCOUNT" not in env:
+        env["GOMP_SPINCOUNT"] = "1000"
+    waits = ", ".join(f"{k}={env[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in env)
     print(f"bench-peer: linea ({a.build}) vs PyTorch {torch.__version__}, {a.threads} threads, "
-          f"OMP_WAIT_POLICY={env['OMP_WAIT_POLICY']}, {a.steps} timed steps per run, {a.rounds} rounds; "
+          f"{waits}, {a.steps} timed steps per run, {a.rounds} rounds; "
           f"load average {open('/proc/loadavg').read().split()[0]} at the start", flush=True)
     rows = []
     for model, exe, label in MODELS:
