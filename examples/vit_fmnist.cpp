@@ -1,7 +1,8 @@
 // vit_fmnist: train a small vision transformer on Fashion-MNIST with softmax, linear or MHLA
 // attention, on the CPU in a few minutes (or on a GPU with --device cuda).
 //
-//   vit_fmnist                          the default run: MHLA, 6 epochs (what `make train` runs)
+//   vit_fmnist                          the default run: MHLA, 7 epochs (what `make train` runs,
+//                                       with --time-budget 300)
 //   vit_fmnist --attn softmax --epochs 30 --out runs/softmax30
 //   vit_fmnist --resume runs/vit_fmnist_mhla/checkpoint.safetensors   continue, bit for bit
 //   vit_fmnist --eval runs/vit_fmnist_mhla/checkpoint.safetensors     test accuracy only

@@ -31,7 +31,7 @@ struct Config {
   int64_t dim = 64, depth = 4, heads = 4;
   double mlp_ratio = 2;
   // The recipe.
-  int64_t epochs = 6;
+  int64_t epochs = 7;  // held-out at seeds 1 / 2: 87.90 / 88.78% after 6, 88.28 / 89.44% after 7
   int64_t batch = 128;
   // Chosen on held-out data (README, "How the recipe was chosen"): at lr 4e-3 / 200 warm-up
   // steps the result swung with the rounding, and lr 3e-3 with clipping diverged in epoch 2.
