@@ -3,7 +3,9 @@
 //
 // Prints which OpenBLAS is loaded and how it threads, then GFLOP/s (median of N timed runs after
 // warm-up) for square float32 products, a batched product, the exact shapes of the ViT's and the
-// char-GPT's linear layers (forward and backward), and the 1024 product at 1 and 2 OpenMP threads. Usage: bench_matmul [runs]   (OMP_NUM_THREADS sets the threads of the main table)
+// char-GPT's linear layers (forward and backward), the same under bf16 dot products
+// (MatmulPrecision::BF16: AVX512-BF16 where the CPU has it) against float32, and the 1024 product at
+// 1 and 2 OpenMP threads. Usage: bench_matmul [runs]   (OMP_NUM_THREADS sets the threads of the main table)
 #include <cblas.h>
 #include <omp.h>
 
@@ -133,6 +135,40 @@ void model_rows(int runs, const std::function<void(const char*, Result)>& row) {
   }
 }
 
+// linea's matmul under AutocastGuard(BF16) (bf16 dot products, float32 sums) against the same
+// call in float32, for square products and the models' shapes (forward and both backward products).
+void bf16_rows(int runs, const std::function<void(const char*, Result)>& row) {
+  auto time_pair = [&](const char* name, double flops, const std::function<void()>& f) {
+    auto [t16, t32] = median_seconds(
+        runs,
+        [&] {
+          AutocastGuard bf16;
+          f();
+        },
+        f);
+    row(name, {flops / t16 / 1e9, flops / t32 / 1e9});
+  };
+  Generator g(11);
+  for (int64_t n : {256, 512, 1024, 2048}) {
+    const Tensor a = randn({n, n}, g), b = randn({n, n}, g);
+    time_pair(fmt::format("{0}x{0} @ {0}x{0}", n).c_str(), 2.0 * n * n * n, [&] { Tensor o = matmul(a, b); });
+  }
+  struct Shape3 {
+    const char* name;
+    int64_t M, K, N;
+  };
+  const Shape3 shapes[] = {{"ViT qkv", 128 * 64, 64, 192}, {"ViT fc1", 128 * 64, 64, 128},
+                           {"ViT fc2", 128 * 64, 128, 64}, {"GPT qkv", 12 * 64, 128, 384},
+                           {"GPT fc2", 12 * 64, 512, 128}, {"GPT head", 12 * 64, 128, 65}};
+  for (const Shape3& s : shapes) {
+    const Tensor x = randn({s.M, s.K}, g), w = randn({s.N, s.K}, g), gr = randn({s.M, s.N}, g);
+    const double fl = 2.0 * double(s.M * s.K * s.N);
+    time_pair(fmt::format("{} x@Wt {}x{}x{}", s.name, s.M, s.K, s.N).c_str(), fl, [&] { Tensor o = matmul(x, w.t()); });
+    time_pair(fmt::format("{} dX=G@W", s.name).c_str(), fl, [&] { Tensor o = matmul(gr, w); });
+    time_pair(fmt::format("{} dW=Gt@x", s.name).c_str(), fl, [&] { Tensor o = matmul(gr.t(), x); });
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -157,6 +193,9 @@ int main(int argc, char** argv) {
 
   std::printf("\nthe example models' products (a Linear's forward and its two backward products):\n");
   model_rows(runs, row);
+
+  std::printf("\n%-34s %12s %12s %8s\n", "bf16 dot products (AutocastGuard)", "bf16 GF/s", "fp32 GF/s", "ratio");
+  bf16_rows(runs, row);
 
   std::printf("\nthreads (omp_set_num_threads; OpenMP OpenBLAS follows it), 1024x1024:\n");
   const int max_threads = omp_get_max_threads();

@@ -69,6 +69,7 @@ struct Config {
   int64_t bench = 0, threads = 0;
   bool profile = false;  // with --bench (default 5 steps): the per-op profile of one more step
   std::string device = "cpu";
+  std::string precision = "fp32";  // fp32 | bf16: the matmuls' dot products (examples/flags.h)
   std::string trace;  // a file: the windows, lr, loss and grad norm of every step (parity checks)
 };
 
@@ -113,6 +114,7 @@ const std::vector<flags::Flag<Config>>& flag_table() {
            "on: after the --bench steps (5 without --bench), print the per-op profile of one more step"),
       flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)", flags::at_least(0, 1024)),
       flag("device", &Config::device, false, "cpu | cuda: where training and --bench run (sampling runs on the CPU)"),
+      flag("precision", &Config::precision, false, "fp32 | bf16: matmul dot products (bf16: bfloat16 operands, float32 sums)"),
       flag("trace", &Config::trace, false,
            "write each step's window offsets, lr, loss and grad norm to this file, the val windows' offsets, "
            "and the initial weights to <out>/init.safetensors (to replay the run elsewhere, e.g. PyTorch)"),
@@ -237,9 +239,9 @@ BenchRow bench_one(Config o, const std::string& attn, Device dev) {
 }
 
 int run_bench(const Config& o, Device dev) {
-  fmt::print("char_lm --bench {}: batch {} x context {}, dim {}, layers {}, heads {}, chunk {}, on {}, {} threads; "
-             "median\n",
-             o.bench, o.batch, o.context, o.dim, o.layers, o.heads, o.chunk, dev, omp_get_max_threads());
+  fmt::print("char_lm --bench {}: batch {} x context {}, dim {}, layers {}, heads {}, chunk {}, on {}, {} threads, "
+             "{} matmuls; median\n",
+             o.bench, o.batch, o.context, o.dim, o.layers, o.heads, o.chunk, dev, omp_get_max_threads(), o.precision);
   print_bench_header("tok/s", dev);
   return run_bench_rows(o.attn, dev, [&](const std::string& attn) { return bench_one(o, attn, dev); });
 }
@@ -286,8 +288,8 @@ int run_train(const Config& o, Device dev) {
   };
   const auto val_batches = fixed_batches(corpus, "val", o, data::derive_seed(o.seed, 1, 2), dev);
   fmt::print("char_lm: {} attention, {} parameters, vocab {}, {} train / {} val characters of {}, {} process(es) x {} "
-             "threads\n", o.attn, model->num_trainable(), corpus.vocab().size(), corpus.size("train"), corpus.size("val"),
-             data_path, dist::world().size, omp_get_max_threads());
+             "threads, {} matmuls\n", o.attn, model->num_trainable(), corpus.vocab().size(), corpus.size("train"),
+             corpus.size("val"), data_path, dist::world().size, omp_get_max_threads(), o.precision);
 
   // The running mean of the training loss since the last evaluation, and the clock.
   double loss_sum = 0, seconds = 0;
@@ -412,6 +414,7 @@ int main(int argc, char** argv) {
     check(o);
     check_memory(o);
     const Device dev = flags::parse_device("char_lm", o.device);
+    flags::set_precision("char_lm", o.precision);
     if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
     if (o.profile && o.bench == 0) o.bench = 5;
     if (o.bench > 0) return run_bench(o, dev);

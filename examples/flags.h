@@ -134,6 +134,14 @@ inline linea::Device parse_device(const std::string& program, const std::string&
   return linea::Device::cuda();
 }
 
+// --precision: how the run's float32 matmuls multiply (linea/tensor/precision.h), set for the
+// whole process. bf16: bfloat16 dot products with float32 sums (AVX512-BF16 where the CPU has it,
+// tensor cores on a GPU); parameters, optimizer state and every other op stay float32.
+inline void set_precision(const std::string& program, const std::string& name) {
+  if (name != "fp32" && name != "bf16") fail(program, fmt::format("--precision takes fp32 or bf16, got '{}'", name));
+  linea::set_matmul_precision(name == "bf16" ? linea::MatmulPrecision::BF16 : linea::MatmulPrecision::Highest);
+}
+
 // Runs a program's main body and turns any exception into one line on stderr and exit status 1:
 // bad input never aborts the program (exit 134) with an uncaught exception.
 template <class Body>

@@ -107,8 +107,8 @@ BenchRow bench_one(Config o, const std::string& attn, Device dev) {
 }
 
 int run_bench(const Config& o, Device dev) {
-  fmt::print("vit_fmnist --bench {}: batch {}, dim {}, depth {}, heads {}, on {}, {} threads; median ms per step\n",
-             o.bench, o.batch, o.dim, o.depth, o.heads, dev, omp_get_max_threads());
+  fmt::print("vit_fmnist --bench {}: batch {}, dim {}, depth {}, heads {}, on {}, {} threads, {} matmuls; median ms per "
+             "step\n", o.bench, o.batch, o.dim, o.depth, o.heads, dev, omp_get_max_threads(), o.precision);
   print_bench_header("img/s", dev);
   return run_bench_rows(o.attn, dev, [&](const std::string& attn) { return bench_one(o, attn, dev); });
 }
@@ -194,9 +194,9 @@ int run_train(Config o, Device dev) {
     const std::vector<double> s = examples::sum_over_ranks({ev.loss * n, ev.accuracy * n});
     return vit::EvalStats{s[0] / total, s[1] / total};
   };
-  fmt::print("vit_fmnist: {} attention, {} parameters, {} epochs x {} steps of {} images, {} process(es) x {} threads\n",
-             o.attn, trainer.model->num_parameters(), o.epochs, steps_per_epoch, o.batch, dist::world().size,
-             omp_get_max_threads());
+  fmt::print("vit_fmnist: {} attention, {} parameters, {} epochs x {} steps of {} images, {} process(es) x {} threads, {} "
+             "matmuls\n", o.attn, trainer.model->num_parameters(), o.epochs, steps_per_epoch, o.batch,
+             dist::world().size, omp_get_max_threads(), o.precision);
 
   // Where the run stands: the epoch and batch to do next, this epoch's running sums, the clock.
   int64_t epoch = 0, batch = 0, correct = 0, seen = 0;
@@ -290,6 +290,7 @@ int main(int argc, char** argv) {
     if (!o.eval.empty()) o = config_from_checkpoint(o.eval, args);
     data::check_memory_budget("vit_fmnist", vit::training_bytes(o), "--dim, --depth, --batch or --mlp-ratio");
     const Device dev = flags::parse_device("vit_fmnist", o.device);
+    flags::set_precision("vit_fmnist", o.precision);
     if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
     if (o.profile && o.bench == 0) o.bench = 5;
     if (o.bench > 0) return run_bench(o, dev);

@@ -55,6 +55,8 @@ const std::vector<flags::Flag<Config>>& table() {
                   flags::at_least(0)),
       flags::flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)", flags::at_least(0, 1024)),
       flags::flag("device", &Config::device, false, "cpu | cuda: where the model trains"),
+      flags::flag("precision", &Config::precision, false,
+                  "fp32 | bf16: matmul dot products (bf16: bfloat16 operands, float32 sums)"),
   };
   return all;
 }

@@ -56,6 +56,7 @@ struct Config {
   double time_budget = 0;  // > 0 (seconds): train the most epochs, up to `epochs`, that fit
   int64_t threads = 0;   // 0 = OpenMP's default (all cores)
   std::string device = "cpu";  // cpu | cuda
+  std::string precision = "fp32";  // fp32 | bf16: the matmuls' dot products (examples/flags.h)
 
   int64_t img() const { return 32; }
   int64_t grid() const { return img() / patch / block; }  // MHLA's blocks per side

@@ -1,4 +1,4 @@
-// Batched matrix multiply on OpenBLAS.
+// Batched matrix multiply on OpenBLAS (or, for float32 under MatmulPrecision::BF16, gemm_bf16.h).
 //
 // BLAS takes a matrix as (pointer, leading dimension, transposed?), so any view whose last two
 // dims are row-major (stride[-1] == 1) or column-major (stride[-2] == 1, e.g. a .t() view) goes
@@ -8,7 +8,9 @@
 
 #include "linea/tensor/cpu/blas.h"
 #include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/cpu/gemm_bf16.h"
 #include "linea/tensor/kernel_checks.h"
+#include "linea/tensor/precision.h"
 
 namespace linea::cpu {
 
@@ -20,17 +22,25 @@ namespace {
 constexpr int64_t kSmallGemm = 256 * 256 * 256;
 constexpr int64_t kMinParallelWork = 64 * 64 * 64;
 
+// c = a·b on this thread: BLAS, or bf16 dot products when asked for (float32 only).
+template <class T>
+void gemm_serial(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
+                 int64_t ldb, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>)
+    if (bf16) return gemm_bf16(ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
+  blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, T(0), c, ldc);
+}
 
 // One gemm on every thread: each thread multiplies its own block of rows of a (or, for a short
 // wide product, columns of b) with single-threaded BLAS (OpenBLAS runs serially inside a parallel
 // region). OpenBLAS's own threading splits the skinny products of small models badly: measured
 // here, [8192,64]@[64,192] took 2.6 ms with its 2 threads and 1.05 ms split by rows.
 template <class T>
-void gemm_split(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b, int64_t ldb,
+void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b, int64_t ldb,
                 T* c, int64_t ldc) {
   const int nt = omp_get_max_threads();
   if (nt == 1 || omp_in_parallel() || M * N * K < kMinParallelWork)
-    return blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, T(0), c, ldc);
+    return gemm_serial<T>(bf16, ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
   const bool rows = M >= N;
 #pragma omp parallel num_threads(nt)
   {
@@ -38,9 +48,9 @@ void gemm_split(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, i
     const int64_t i0 = len * t / nt, i1 = len * (t + 1) / nt;
     if (i1 > i0) {
       if (rows)  // rows i0..i1 of a: a row offset, or a column offset when a is stored transposed
-        blas_gemm<T>(ta, tb, i1 - i0, N, K, a + (ta ? i0 : i0 * lda), lda, b, ldb, T(0), c + i0 * ldc, ldc);
+        gemm_serial<T>(bf16, ta, tb, i1 - i0, N, K, a + (ta ? i0 : i0 * lda), lda, b, ldb, c + i0 * ldc, ldc);
       else  // columns i0..i1 of b and c
-        blas_gemm<T>(ta, tb, M, i1 - i0, K, a, lda, b + (tb ? i0 * ldb : i0), ldb, T(0), c + i0, ldc);
+        gemm_serial<T>(bf16, ta, tb, M, i1 - i0, K, a, lda, b + (tb ? i0 * ldb : i0), ldb, c + i0, ldc);
     }
   }
 }
@@ -57,19 +67,22 @@ void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out)
   const Tensor a = kernel_checks::blas_operand(a_in), b = kernel_checks::blas_operand(b_in);
   const kernel_checks::BlasView va = kernel_checks::matrix_view(a), vb = kernel_checks::matrix_view(b);
   const int64_t sa = batch == 1 ? 0 : a.strides()[0], sb = batch == 1 ? 0 : b.strides()[0];
+  // b shared by all batches and a's batches stacked row-major: one [batch*M, K] @ [K, N] gemm.
+  const bool fold = sb == 0 && !va.trans && (sa == M * va.ld || batch == 1);
+  // TF32 has no CPU kernel: full float32. BF16 rounds the products big enough to gain (gemm_bf16.h).
+  const bool bf16 = matmul_precision() == MatmulPrecision::BF16 && (fold ? batch : 1) * M * N * K >= kBf16MinProduct;
 
   dispatch_floating(out.dtype(), "gemm", [&]<class T>() {
     const T *pa = a.data<T>(), *pb = b.data<T>();
     T* pc = out.data<T>();
-    // b shared by all batches and a's batches stacked row-major: one [batch*M, K] @ [K, N] gemm.
-    if (sb == 0 && !va.trans && (sa == M * va.ld || batch == 1)) {
-      gemm_split<T>(false, vb.trans, batch * M, N, K, pa, va.ld, pb, vb.ld, pc, N);
+    if (fold) {
+      gemm_split<T>(bf16, false, vb.trans, batch * M, N, K, pa, va.ld, pb, vb.ld, pc, N);
       return;
     }
 #pragma omp parallel for schedule(static) \
     if (batch > 1 && M * N * K <= kSmallGemm && batch * M * N * K >= kMinParallelWork)
     for (int64_t i = 0; i < batch; ++i)
-      gemm_split<T>(va.trans, vb.trans, M, N, K, pa + i * sa, va.ld, pb + i * sb, vb.ld, pc + i * M * N, N);
+      gemm_split<T>(bf16, va.trans, vb.trans, M, N, K, pa + i * sa, va.ld, pb + i * sb, vb.ld, pc + i * M * N, N);
   });
 }
 

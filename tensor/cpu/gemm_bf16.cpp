@@ -1,0 +1,200 @@
+// bf16 gemm on AVX512-BF16, blocked like BLIS: for each KC-deep slab, B is packed once into
+// NR-wide panels and A into MR-tall slivers, both as bf16 pairs; a 12x32 micro-kernel keeps its
+// tile of C in 24 zmm registers while it walks the slab.
+//
+// vdpbf16ps multiplies bf16 *pairs*: lane j of the result gains a[2p]*b[2p][j] + a[2p+1]*b[2p+1][j].
+// So the packed layouts hold, for each pair index p, a 32-bit word (k = 2p in the low half, 2p+1 in
+// the high half; an odd K is padded with a zero): A as [sliver][p][MR] (one word broadcast per row)
+// and B as [panel][p][NR] (two zmm loads per p).
+#include "linea/tensor/cpu/gemm_bf16.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <bit>
+#include <vector>
+
+#include "linea/tensor/cpu/blas.h"
+
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm512_undefined_*() (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define LINEA_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+namespace linea::cpu {
+
+namespace {
+
+constexpr int MR = 12, NR = 32;
+// L1 holds one B panel (KC/2 * NR words = 16 KB) and an A sliver (6 KB); L2 the packed blocks.
+constexpr int64_t KC = 256, MC = 10 * MR, NC = 16 * NR;
+
+// x rounded to bf16, as the high half of a float32's bits. Branch-free, so rounding loops vectorise.
+inline uint32_t bf16_high_bits(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+  // NaN stays a quiet NaN; else round to nearest, ties to even
+  return (nan ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+}
+
+inline float rounded(float x) { return std::bit_cast<float>(bf16_high_bits(x)); }
+
+// dst[q * stride] = the pair (src[2q], src[2q+1]) for the (n+1)/2 pairs of n contiguous floats.
+LINEA_BF16_TARGET void pairs_strided(const float* src, int64_t n, uint32_t* dst, int64_t stride) {
+  alignas(64) uint32_t w[16];
+  for (int64_t k = 0; k < n; k += 32) {
+    const int64_t left = std::min<int64_t>(32, n - k);
+    const __mmask16 m0 = left >= 16 ? 0xFFFF : __mmask16((1u << left) - 1);
+    const __mmask16 m1 = left <= 16 ? 0 : left >= 32 ? 0xFFFF : __mmask16((1u << (left - 16)) - 1);
+    const __m512 lo = _mm512_maskz_loadu_ps(m0, src + k), hi = _mm512_maskz_loadu_ps(m1, src + k + 16);
+    _mm512_store_si512(w, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));  // 32 bf16 in order = 16 pairs
+    for (int64_t q = 0; q < (left + 1) / 2; ++q) dst[(k / 2 + q) * stride] = w[q];
+  }
+}
+
+// dst[r] = the pair (lo[r], hi[r]) for r < len (hi == nullptr: zeros), then zeros up to width ≤ 16.
+LINEA_BF16_TARGET void pairs_interleaved(const float* lo, const float* hi, int len, uint32_t* dst, int width) {
+  const __mmask16 m = len >= 16 ? 0xFFFF : __mmask16((1u << len) - 1);
+  const __m256i l = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, lo));
+  const __m256i h = hi ? (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, hi)) : _mm256_setzero_si256();
+  const __m512i w = _mm512_or_si512(_mm512_cvtepu16_epi32(l), _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  _mm512_mask_storeu_epi32(dst, width >= 16 ? 0xFFFF : __mmask16((1u << width) - 1), w);
+}
+
+// A[i0 .. i0+mc, k0 .. k0+kc] (element (i,k) at a[i*lda+k], or a[k*lda+i] when ta) into slivers.
+LINEA_BF16_TARGET void pack_a(bool ta, const float* a, int64_t lda, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
+                              uint32_t* dst) {
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t s = 0; s * MR < mc; ++s, dst += kp * MR) {
+    const int rows = int(std::min<int64_t>(MR, mc - s * MR));
+    const int64_t i = i0 + s * MR;
+    if (ta) {
+      for (int64_t p = 0; p < kp; ++p) {
+        const float* lo = a + (k0 + 2 * p) * lda + i;
+        pairs_interleaved(lo, 2 * p + 1 < kc ? lo + lda : nullptr, rows, dst + p * MR, MR);
+      }
+    } else {
+      for (int r = 0; r < rows; ++r) pairs_strided(a + (i + r) * lda + k0, kc, dst + r, MR);
+      for (int r = rows; r < MR; ++r)
+        for (int64_t p = 0; p < kp; ++p) dst[p * MR + r] = 0;
+    }
+  }
+}
+
+// B[k0 .. k0+kc, j0 .. j0+nc] (element (k,j) at b[k*ldb+j], or b[j*ldb+k] when tb) into panels.
+LINEA_BF16_TARGET void pack_b(bool tb, const float* b, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
+                              uint32_t* dst) {
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t t = 0; t * NR < nc; ++t, dst += kp * NR) {
+    const int cols = int(std::min<int64_t>(NR, nc - t * NR));
+    const int64_t j = j0 + t * NR;
+    if (!tb) {
+      for (int64_t p = 0; p < kp; ++p) {
+        const float* lo = b + (k0 + 2 * p) * ldb + j;
+        const float* hi = 2 * p + 1 < kc ? lo + ldb : nullptr;
+        pairs_interleaved(lo, hi, std::min(cols, 16), dst + p * NR, 16);
+        pairs_interleaved(lo + 16, hi ? hi + 16 : nullptr, std::max(cols - 16, 0), dst + p * NR + 16, 16);
+      }
+    } else {
+      for (int c = 0; c < cols; ++c) pairs_strided(b + (j + c) * ldb + k0, kc, dst + c, NR);
+      for (int c = cols; c < NR; ++c)
+        for (int64_t p = 0; p < kp; ++p) dst[p * NR + c] = 0;
+    }
+  }
+}
+
+// C[0..mr, 0..nr] (=, or += when accumulate) the product of one A sliver and one B panel.
+LINEA_BF16_TARGET void micro_kernel(int64_t kp, const uint32_t* A, const uint32_t* B, float* C, int64_t ldc, int mr,
+                                    int nr, bool accumulate) {
+  __m512 c0[MR], c1[MR];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kp; ++p, A += MR, B += NR) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B), b1 = (__m512bh)_mm512_loadu_si512(B + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(int(A[i]));
+      c0[i] = _mm512_dpbf16_ps(c0[i], ai, b0);
+      c1[i] = _mm512_dpbf16_ps(c1[i], ai, b1);
+    }
+  }
+  const __mmask16 m0 = nr >= 16 ? 0xFFFF : __mmask16((1u << nr) - 1);
+  const __mmask16 m1 = nr <= 16 ? 0 : nr >= 32 ? 0xFFFF : __mmask16((1u << (nr - 16)) - 1);
+  for (int i = 0; i < mr; ++i, C += ldc) {
+    if (accumulate) {
+      c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, C));
+      c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, C + 16));
+    }
+    _mm512_mask_storeu_ps(C, m0, c0[i]);
+    _mm512_mask_storeu_ps(C + 16, m1, c1[i]);
+  }
+}
+
+void gemm_bf16_kernel(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
+                      int64_t ldb, float* c, int64_t ldc) {
+  // Per thread and kept: after the first products of a given size, no allocation.
+  thread_local std::vector<uint32_t> apack, bpack;
+  apack.resize(std::max<size_t>(apack.size(), size_t(MC * KC / 2)));
+  bpack.resize(std::max<size_t>(bpack.size(), size_t(NC * KC / 2)));
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    const int64_t nc = std::min(NC, N - jc);
+    for (int64_t pc = 0; pc < K; pc += KC) {
+      const int64_t kc = std::min(KC, K - pc), kp = (kc + 1) / 2;
+      pack_b(tb, b, ldb, pc, kc, jc, nc, bpack.data());
+      for (int64_t ic = 0; ic < M; ic += MC) {
+        const int64_t mc = std::min(MC, M - ic);
+        pack_a(ta, a, lda, ic, mc, pc, kc, apack.data());
+        for (int64_t t = 0; t * NR < nc; ++t)
+          for (int64_t s = 0; s * MR < mc; ++s)
+            micro_kernel(kp, apack.data() + s * kp * MR, bpack.data() + t * kp * NR, c + (ic + s * MR) * ldc + jc + t * NR,
+                         ldc, int(std::min<int64_t>(MR, mc - s * MR)), int(std::min<int64_t>(NR, nc - t * NR)),
+                         pc > 0);
+      }
+    }
+  }
+}
+
+// x (rows x cols, element (i,j) at x[i*ld+j], or x[j*ld+i] when trans) rounded into a row-major
+// copy with row length `pitch` >= cols and `prows` >= rows rows, the padding zero.
+void rounded_copy(bool trans, int64_t rows, int64_t cols, const float* x, int64_t ld, std::vector<float>& out,
+                  int64_t pitch, int64_t prows) {
+  out.resize(std::max(out.size(), size_t(prows * pitch)));
+  for (int64_t i = 0; i < prows; ++i) {
+    float* o = out.data() + i * pitch;
+    if (i >= rows)
+      std::fill(o, o + pitch, 0.0f);
+    else if (trans)
+      for (int64_t j = 0; j < cols; ++j) o[j] = rounded(x[j * ld + i]);
+    else
+      for (int64_t j = 0; j < cols; ++j) o[j] = rounded(x[i * ld + j]);
+    std::fill(o + (i < rows ? cols : pitch), o + pitch, 0.0f);
+  }
+}
+
+}  // namespace
+
+float round_to_bf16(float x) { return rounded(x); }
+
+bool has_bf16_kernel() {
+  static const bool yes = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl");
+  return yes;
+}
+
+void gemm_bf16_rounded_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
+                             const float* b, int64_t ldb, float* c, int64_t ldc) {
+  thread_local std::vector<float> ra, rb;
+  rounded_copy(ta, M, K, a, lda, ra, K, M);
+  rounded_copy(tb, K, N, b, ldb, rb, N, K);
+  blas_gemm<float>(false, false, M, N, K, ra.data(), K, rb.data(), N, 0.0f, c, ldc);
+}
+
+void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
+               int64_t ldb, float* c, int64_t ldc) {
+  if (has_bf16_kernel())
+    gemm_bf16_kernel(ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
+  else
+    gemm_bf16_rounded_sgemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
+}
+
+}  // namespace linea::cpu
