@@ -7,7 +7,8 @@
 #   make mqar    associative recall (Zoology's MQAR): softmax vs linear vs MHLA at 4, 8, 16 key-value pairs
 #   make bench   the kernel benchmarks (bench/) and the examples' training-step benchmarks
 #   make bench-peer  the examples' training steps next to PyTorch's on the same models (bench/peer/;
-#                needs `pip install torch`, says so and stops cleanly without it)
+#                needs `pip install torch`, says so and stops cleanly without it;
+#                PEER_ARGS="--precision bf16" times linea with bf16 dot products)
 #   make lab     attention_lab: rank and entropy of softmax / linear / MHLA maps, heatmaps and plots
 #                in runs/lab/ (docs/attention.md), on make train's and make lm's checkpoints if present
 #   make build   setup + configure + build everything;  make clean  removes the build dir
@@ -86,7 +87,7 @@ bench:
 bench-peer:
 	@if python3 bench/peer/run.py --check; then \
 	  $(CONFIGURE) && cmake --build $(BUILD_DIR) -j$(JOBS) --target vit_fmnist char_lm && \
-	  python3 bench/peer/run.py --build $(BUILD_DIR); fi
+	  python3 bench/peer/run.py --build $(BUILD_DIR) $(PEER_ARGS); fi
 
 # attention_lab reads runs/vit_fmnist_mhla and runs/char_lm_mhla (make train, make lm) when they
 # exist; otherwise it trains each briefly itself (1 epoch, 300 steps) into runs/lab/ and says so.

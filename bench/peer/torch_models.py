@@ -22,6 +22,10 @@ Attention, as linea computes it (docs/mhla-spec.md), from the same qkv projectio
   chunks of 16, φ = relu, scale d^-1/2, O_i = s φQ_i Σ_{j<i} W_ij S_j + W_ii ((s φQ_i φK_iᵀ) ∘ mask) V_i,
   then an RMSNorm per head; the mix is projected to tril(clamp(W, 1e-5, 1)) after each step.
 
+--precision bf16 runs the forward under torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch's
+bf16 autocast: matmuls and linear layers in bf16 through oneDNN, the rest float32), the nearest
+PyTorch has to linea's `--precision bf16`.
+
 Prints one line: `params N step_ms_median X` (plus the individual times with --verbose).
 """
 import argparse
@@ -187,6 +191,7 @@ def main():
     ap.add_argument("--attn", choices=["softmax", "linear", "mhla"], required=True)
     ap.add_argument("--bench", type=int, default=20, help="timed steps (after 3 warm-ups)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -209,7 +214,8 @@ def main():
     attns = [m for m in model.modules() if isinstance(m, Attention)]
 
     def step():
-        loss = loss_fn()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = loss_fn()
         loss.item()
         loss.backward()
         if clip:
