@@ -140,6 +140,9 @@ inline linea::Device parse_device(const std::string& program, const std::string&
 inline void set_precision(const std::string& program, const std::string& name) {
   if (name != "fp32" && name != "bf16") fail(program, fmt::format("--precision takes fp32 or bf16, got '{}'", name));
   linea::set_matmul_precision(name == "bf16" ? linea::MatmulPrecision::BF16 : linea::MatmulPrecision::Highest);
+  if (name == "bf16" && !linea::cpu_has_bf16_dot())
+    fmt::print("{}: --precision bf16: this CPU has no AVX512-BF16, so CPU matmuls round to bf16 but run on "
+               "float32 FMAs, slower than fp32\n", program);
 }
 
 // Runs a program's main body and turns any exception into one line on stderr and exit status 1:

@@ -18,6 +18,10 @@ enum class MatmulPrecision { Highest, TF32, BF16 };
 void set_matmul_precision(MatmulPrecision p);
 MatmulPrecision matmul_precision();
 
+// Whether this CPU has bf16 dot-product instructions (AVX512-BF16), which make BF16 faster than
+// Highest on the CPU; without them BF16 rounds the same way but multiplies no faster (slower).
+bool cpu_has_bf16_dot();
+
 // Scoped switch, like torch.autocast: { AutocastGuard bf16; loss = model(x); } restores the
 // previous precision on scope exit.
 class AutocastGuard {
