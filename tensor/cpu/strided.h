@@ -3,9 +3,12 @@
 // the run's start, run length, each operand's inner stride). Contiguous operands come through as
 // one long run, so kernels keep a tight inner loop; long loops are split over OpenMP threads.
 #pragma once
+#include <omp.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "linea/tensor/shape.h"
 
@@ -78,8 +81,30 @@ void for_each_run(const Shape& shape, const std::array<const Strides*, K>& st, F
     }
     return;
   }
-#pragma omp parallel for schedule(static) if (total > kParallelGrain)
-  for (int64_t row = 0; row < rows; ++row) f(row_offsets(row), inner, inner_st);
+  // Each thread takes a contiguous range of rows: the offsets of its first row by division, then
+  // an odometer over the outer dims (short runs, e.g. a head permute's 16 floats, made the
+  // per-row divisions the copy's main cost).
+#pragma omp parallel if (total > kParallelGrain)
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
+    if (r0 < r1) {
+      std::array<int64_t, K> off = row_offsets(r0);
+      int64_t small[8];
+      std::vector<int64_t> big;
+      int64_t* idx = nd - 1 <= 8 ? small : (big.resize(nd - 1), big.data());
+      for (int64_t d = nd - 2, row = r0; d >= 0; --d) idx[d] = row % r.shape[d], row /= r.shape[d];
+      for (int64_t row = r0; row < r1; ++row) {
+        f(off, inner, inner_st);
+        for (int64_t d = nd - 2; d >= 0; --d) {  // next row: carry through the outer dims
+          for (std::size_t k = 0; k < K; ++k) off[k] += r.strides[k][d];
+          if (++idx[d] < r.shape[d]) break;
+          for (std::size_t k = 0; k < K; ++k) off[k] -= r.strides[k][d] * r.shape[d];
+          idx[d] = 0;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace linea::cpu
