@@ -61,44 +61,28 @@ LINEA_BF16_TARGET void pairs_interleaved(const float* lo, const float* hi, int l
   _mm512_mask_storeu_epi32(dst, width >= 16 ? 0xFFFF : __mmask16((1u << width) - 1), w);
 }
 
-// A[i0 .. i0+mc, k0 .. k0+kc] (element (i,k) at a[i*lda+k], or a[k*lda+i] when ta) into slivers.
-LINEA_BF16_TARGET void pack_a(bool ta, const float* a, int64_t lda, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
-                              uint32_t* dst) {
+// Rows i0 .. i0+n, depth k0 .. k0+kc of an operand into W-wide strips, [strip][p][W] (A's slivers:
+// W = MR, B's panels: W = NR); rows past n are zero. Element (i, k) is at x[i*ld + k] when
+// k_contiguous, else at x[k*ld + i].
+template <int W>
+LINEA_BF16_TARGET void pack(bool k_contiguous, const float* x, int64_t ld, int64_t i0, int64_t n, int64_t k0,
+                            int64_t kc, uint32_t* dst) {
   const int64_t kp = (kc + 1) / 2;
-  for (int64_t s = 0; s * MR < mc; ++s, dst += kp * MR) {
-    const int rows = int(std::min<int64_t>(MR, mc - s * MR));
-    const int64_t i = i0 + s * MR;
-    if (ta) {
-      for (int64_t p = 0; p < kp; ++p) {
-        const float* lo = a + (k0 + 2 * p) * lda + i;
-        pairs_interleaved(lo, 2 * p + 1 < kc ? lo + lda : nullptr, rows, dst + p * MR, MR);
-      }
+  for (int64_t s = 0; s * W < n; ++s, dst += kp * W) {
+    const int rows = int(std::min<int64_t>(W, n - s * W));
+    const int64_t i = i0 + s * W;
+    if (k_contiguous) {
+      for (int r = 0; r < rows; ++r) pairs_strided(x + (i + r) * ld + k0, kc, dst + r, W);
+      for (int r = rows; r < W; ++r)
+        for (int64_t p = 0; p < kp; ++p) dst[p * W + r] = 0;
     } else {
-      for (int r = 0; r < rows; ++r) pairs_strided(a + (i + r) * lda + k0, kc, dst + r, MR);
-      for (int r = rows; r < MR; ++r)
-        for (int64_t p = 0; p < kp; ++p) dst[p * MR + r] = 0;
-    }
-  }
-}
-
-// B[k0 .. k0+kc, j0 .. j0+nc] (element (k,j) at b[k*ldb+j], or b[j*ldb+k] when tb) into panels.
-LINEA_BF16_TARGET void pack_b(bool tb, const float* b, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
-                              uint32_t* dst) {
-  const int64_t kp = (kc + 1) / 2;
-  for (int64_t t = 0; t * NR < nc; ++t, dst += kp * NR) {
-    const int cols = int(std::min<int64_t>(NR, nc - t * NR));
-    const int64_t j = j0 + t * NR;
-    if (!tb) {
       for (int64_t p = 0; p < kp; ++p) {
-        const float* lo = b + (k0 + 2 * p) * ldb + j;
-        const float* hi = 2 * p + 1 < kc ? lo + ldb : nullptr;
-        pairs_interleaved(lo, hi, std::min(cols, 16), dst + p * NR, 16);
-        pairs_interleaved(lo + 16, hi ? hi + 16 : nullptr, std::max(cols - 16, 0), dst + p * NR + 16, 16);
+        const float* lo = x + (k0 + 2 * p) * ld + i;
+        const float* hi = 2 * p + 1 < kc ? lo + ld : nullptr;
+        for (int c = 0; c < W; c += 16)
+          pairs_interleaved(lo + c, hi ? hi + c : nullptr, std::clamp(rows - c, 0, 16), dst + p * W + c,
+                            std::min(16, W - c));
       }
-    } else {
-      for (int c = 0; c < cols; ++c) pairs_strided(b + (j + c) * ldb + k0, kc, dst + c, NR);
-      for (int c = cols; c < NR; ++c)
-        for (int64_t p = 0; p < kp; ++p) dst[p * NR + c] = 0;
     }
   }
 }
@@ -140,10 +124,10 @@ void gemm_bf16_kernel(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const f
     const int64_t nc = std::min(NC, N - jc);
     for (int64_t pc = 0; pc < K; pc += KC) {
       const int64_t kc = std::min(KC, K - pc), kp = (kc + 1) / 2;
-      pack_b(tb, b, ldb, pc, kc, jc, nc, bpack.data());
+      pack<NR>(tb, b, ldb, jc, nc, pc, kc, bpack.data());  // B's column j is row j of the strips
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
-        pack_a(ta, a, lda, ic, mc, pc, kc, apack.data());
+        pack<MR>(!ta, a, lda, ic, mc, pc, kc, apack.data());
         for (int64_t t = 0; t * NR < nc; ++t)
           for (int64_t s = 0; s * MR < mc; ++s)
             micro_kernel(kp, apack.data() + s * kp * MR, bpack.data() + t * kp * NR, c + (ic + s * MR) * ldc + jc + t * NR,
