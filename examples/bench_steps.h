@@ -39,9 +39,9 @@ struct BenchRow {
 // One more step under linea::Profiler: its per-op table against the machine's ceilings, and what
 // the step asked of the host allocator.
 template <class Step>
-void print_profile(const std::string& attn, const linea::Ceilings& ceilings, Step step) {
+void print_profile(const std::string& attn, const linea::Ceilings& ceilings, bool by_shape, Step step) {
   const auto before = linea::cpu::host_memory_stats();
-  linea::Profiler::start();
+  linea::Profiler::start(by_shape);
   const auto t = std::chrono::steady_clock::now();
   step();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -58,10 +58,11 @@ void print_profile(const std::string& attn, const linea::Ceilings& ceilings, Ste
 }
 
 // step() runs one training step on `device` and returns its per-phase times (.forward_s, ...).
-// A non-empty profile_attn names the kind whose profile (print_profile) follows the timed steps.
+// A non-empty profile_attn names the kind whose profile (print_profile) follows the timed steps;
+// profile_shapes splits its gemm rows by operand shape.
 template <class Step>
 BenchRow time_steps(int64_t n, double items_per_step, linea::Device device, Step step,
-                    const std::string& profile_attn = "") {
+                    const std::string& profile_attn = "", bool profile_shapes = false) {
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -87,7 +88,7 @@ BenchRow time_steps(int64_t n, double items_per_step, linea::Device device, Step
     upd.push_back(s.update_s * 1e3);
   }
   const double mallocs = double(linea::cpu::host_memory_stats().system_allocs - mallocs_before) / double(n);
-  if (!profile_attn.empty()) print_profile(profile_attn, ceilings, step);
+  if (!profile_attn.empty()) print_profile(profile_attn, ceilings, profile_shapes, step);
   double peak_mb = 0;
   if (gpu) {
     peak_mb = double(linea::cuda::memory_stats().peak_allocated) / (1 << 20);

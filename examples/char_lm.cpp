@@ -68,6 +68,7 @@ struct Config {
   std::string prompt = "\n";
   int64_t bench = 0, threads = 0;
   bool profile = false;  // with --bench (default 5 steps): the per-op profile of one more step
+  bool profile_shapes = false;  // the profile's gemm rows split by operand shape
   std::string device = "cpu";
   std::string precision = "fp32";  // fp32 | bf16: the matmuls' dot products (examples/flags.h)
   std::string trace;  // a file: the windows, lr, loss and grad norm of every step (parity checks)
@@ -112,6 +113,8 @@ const std::vector<flags::Flag<Config>>& flag_table() {
       flag("bench", &Config::bench, false, "time N training steps (median), no training", flags::at_least(0)),
       flag("profile", &Config::profile, false,
            "on: after the --bench steps (5 without --bench), print the per-op profile of one more step"),
+      flag("profile-shapes", &Config::profile_shapes, false,
+           "on: with --profile, one gemm row per operand shape (implies --profile on)"),
       flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)", flags::at_least(0, 1024)),
       flag("device", &Config::device, false, "cpu | cuda: where training and --bench run (sampling runs on the CPU)"),
       flag("precision", &Config::precision, false, "fp32 | bf16: matmul dot products (bf16: bfloat16 operands, float32 sums)"),
@@ -232,7 +235,7 @@ BenchRow bench_one(Config o, const std::string& attn, Device dev) {
   const Tensor x = randint(0, 65, {rows, o.context}, gen).to(dev);
   const Tensor y = randint(0, 65, {rows, o.context}, gen).to(dev);
   BenchRow row = time_steps(o.bench, double(o.batch * o.context), dev, [&] { return trainer.train_step(x, y); },
-                            o.profile ? attn : "");
+                            o.profile ? attn : "", o.profile_shapes);
   row.params = model->num_parameters();
   if (trainer.data_parallel) print_comm_share(*trainer.data_parallel, row);
   return row;
@@ -416,6 +419,7 @@ int main(int argc, char** argv) {
     const Device dev = flags::parse_device("char_lm", o.device);
     flags::set_precision("char_lm", o.precision);
     if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
+    if (o.profile_shapes) o.profile = true;
     if (o.profile && o.bench == 0) o.bench = 5;
     if (o.bench > 0) return run_bench(o, dev);
     if (!o.load.empty()) return run_sample(o);

@@ -100,7 +100,7 @@ BenchRow bench_one(Config o, const std::string& attn, Device dev) {
   const int64_t rows = dist::shard(o.batch).size;  // under mpirun: this rank's share of the batch
   const Tensor x = randn({rows, 1, o.img(), o.img()}, gen).to(dev), y = randint(0, 10, {rows}, gen).to(dev);
   BenchRow row = time_steps(o.bench, double(o.batch), dev, [&] { return trainer.train_step(x, y); },
-                            o.profile ? attn : "");
+                            o.profile ? attn : "", o.profile_shapes);
   row.params = trainer.model->num_parameters();
   if (trainer.data_parallel) print_comm_share(*trainer.data_parallel, row);
   return row;
@@ -292,6 +292,7 @@ int main(int argc, char** argv) {
     const Device dev = flags::parse_device("vit_fmnist", o.device);
     flags::set_precision("vit_fmnist", o.precision);
     if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
+    if (o.profile_shapes) o.profile = true;
     if (o.profile && o.bench == 0) o.bench = 5;
     if (o.bench > 0) return run_bench(o, dev);
     if (!o.eval.empty()) return run_eval(o, dev);

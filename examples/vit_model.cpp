@@ -50,6 +50,8 @@ const std::vector<flags::Flag<Config>>& table() {
       flags::flag("bench", &Config::bench, false, "time N training steps (median), no training", flags::at_least(0)),
       flags::flag("profile", &Config::profile, false,
                   "on: after the --bench steps (5 without --bench), print the per-op profile of one more step"),
+      flags::flag("profile-shapes", &Config::profile_shapes, false,
+                  "on: with --profile, one gemm row per operand shape (implies --profile on)"),
       flags::flag("time-budget", &Config::time_budget, false,
                   "seconds: train the most whole epochs (up to --epochs) that fit, timed on this machine",
                   flags::at_least(0)),

@@ -53,6 +53,7 @@ struct Config {
   std::string eval;      // a checkpoint to evaluate (no training)
   int64_t bench = 0;     // > 0: time this many training steps instead of training
   bool profile = false;  // with --bench (default 5 steps): the per-op profile of one more step
+  bool profile_shapes = false;  // the profile's gemm rows split by operand shape
   double time_budget = 0;  // > 0 (seconds): train the most epochs, up to `epochs`, that fit
   int64_t threads = 0;   // 0 = OpenMP's default (all cores)
   std::string device = "cpu";  // cpu | cuda

@@ -44,10 +44,11 @@ double median_seconds(int runs, F&& f) {
 
 }  // namespace
 
-void Profiler::start() {
+void Profiler::start(bool by_shape) {
   Records& r = records();
   std::lock_guard<std::mutex> lock(r.mu);
   r.rows.clear();
+  by_shape_ = by_shape;
   active_ = true;
 }
 
@@ -62,12 +63,12 @@ std::vector<ProfileRow> Profiler::rows() {
   return r.rows;
 }
 
-void Profiler::record(const char* op, double seconds, double flops, double bytes) {
+void Profiler::record(std::string_view op, double seconds, double flops, double bytes) {
   Records& r = records();
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = std::find_if(r.rows.begin(), r.rows.end(),
                          [&](const ProfileRow& row) { return row.op == op && row.phase == g_phase; });
-  if (it == r.rows.end()) it = r.rows.insert(r.rows.end(), ProfileRow{g_phase, op});
+  if (it == r.rows.end()) it = r.rows.insert(r.rows.end(), ProfileRow{g_phase, std::string(op)});
   ++it->calls;
   it->seconds += seconds;
   it->flops += flops;
@@ -88,7 +89,9 @@ Ceilings measure_cpu_ceilings() {
 }
 
 std::string profile_table(const std::vector<ProfileRow>& rows, double step_seconds, const Ceilings& ceilings) {
-  std::string out = fmt::format("{:<26} {:>6} {:>9} {:>7} {:>12} {:>14} {:>7}\n", "op", "calls", "total ms",
+  std::size_t w = 26;  // the op column: wider for by-shape gemm rows
+  for (const ProfileRow& r : rows) w = std::max(w, r.op.size() + 1);
+  std::string out = fmt::format("{:<{}} {:>6} {:>9} {:>7} {:>12} {:>14} {:>7}\n", "op", w, "calls", "total ms",
                                 "% step", "work", "rate", "% ceil");
   std::vector<std::string> phases;
   for (const ProfileRow& r : rows)
@@ -115,12 +118,12 @@ std::string profile_table(const std::vector<ProfileRow>& rows, double step_secon
         rate = fmt::format("{:.1f} GB/s", r.bytes / r.seconds / 1e9);
         ceil = fmt::format("{:.0f}%", 100 * r.bytes / r.seconds / 1e9 / ceilings.gbps);
       }
-      out += fmt::format("{:<26} {:>6} {:>9.3f} {:>6.1f}% {:>12} {:>14} {:>7}\n", r.op, r.calls, r.seconds * 1e3,
+      out += fmt::format("{:<{}} {:>6} {:>9.3f} {:>6.1f}% {:>12} {:>14} {:>7}\n", r.op, w, r.calls, r.seconds * 1e3,
                          100 * r.seconds / step_seconds, work, rate, ceil);
     }
     kernels_s += phase_s;
   }
-  out += fmt::format("{:<26} {:>6} {:>9.3f} {:>6.1f}%\n", "(outside kernels)", "", (step_seconds - kernels_s) * 1e3,
+  out += fmt::format("{:<{}} {:>6} {:>9.3f} {:>6.1f}%\n", "(outside kernels)", w, "", (step_seconds - kernels_s) * 1e3,
                      100 * (step_seconds - kernels_s) / step_seconds);
   // The gemm ceiling is measured at the matmul precision in force (bf16 dot products: ~3x float32's).
   const char* precision = matmul_precision() == MatmulPrecision::BF16 ? "bf16" : "float32";

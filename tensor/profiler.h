@@ -18,6 +18,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace linea {
@@ -34,9 +35,12 @@ struct ProfileRow {
 
 class Profiler {
  public:
-  static void start();  // forgets earlier records and starts recording
+  // Forgets earlier records and starts recording. by_shape: one gemm row per operand shape and
+  // layout ("gemm 4x[64x16]·[16x16]^T"), like torch.profiler's group_by_input_shape.
+  static void start(bool by_shape = false);
   static void stop();
   static bool active() { return active_; }
+  static bool by_shape() { return by_shape_; }
 
   // Labels the kernels called while it lives (on this thread) with `phase`; scopes nest.
   class Scope {
@@ -54,10 +58,11 @@ class Profiler {
   static std::vector<ProfileRow> rows();
 
   // Called by the profiling backend for each kernel call.
-  static void record(const char* op, double seconds, double flops, double bytes);
+  static void record(std::string_view op, double seconds, double flops, double bytes);
 
  private:
   static inline bool active_ = false;
+  static inline bool by_shape_ = false;
 };
 
 // The machine's two rates that the table compares against: float32 GEMM (linea's matmul of two

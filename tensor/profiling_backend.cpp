@@ -6,6 +6,8 @@
 #include <array>
 #include <chrono>
 
+#include <fmt/format.h>
+
 #include "linea/tensor/profiler.h"
 
 namespace linea {
@@ -54,9 +56,15 @@ const char* reduce_name(ReduceOp op) {
   return names[static_cast<int>(op)];
 }
 
+// "gemm B x [M x K]·[K x N]", ^T on an operand stored transposed (its rows strided, not its columns).
+std::string gemm_shape(const Tensor& a, const Tensor& b) {
+  auto t = [](const Tensor& x) { return x.strides()[2] == 1 ? "" : "^T"; };
+  return fmt::format("gemm {}x[{}x{}]{}·[{}x{}]{}", a.size(0), a.size(1), a.size(2), t(a), b.size(1), b.size(2), t(b));
+}
+
 // Times f() and records it under op.
 template <class F>
-void timed(const char* op, double flops, double bytes, F&& f) {
+void timed(std::string_view op, double flops, double bytes, F&& f) {
   const auto t = std::chrono::steady_clock::now();
   f();
   Profiler::record(op, std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(), flops, bytes);
@@ -126,7 +134,8 @@ class ProfilingBackend final : public Backend {
 
   void gemm(const Tensor& a, const Tensor& b, const Tensor& out) override {
     const double flops = 2.0 * double(out.size(0)) * double(out.size(1)) * double(out.size(2)) * double(a.size(2));
-    timed("gemm", flops, touched({&a, &b, &out}), [&] { in_.gemm(a, b, out); });
+    timed(Profiler::by_shape() ? gemm_shape(a, b) : std::string("gemm"), flops, touched({&a, &b, &out}),
+          [&] { in_.gemm(a, b, out); });
   }
 
   void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override {

@@ -81,6 +81,30 @@ TEST_CASE("the profile of a 2-layer MLP step has exactly its matmuls, per phase"
   CHECK(table.find("(outside kernels)") != std::string::npos);
 }
 
+TEST_CASE("grouped by shape, the MLP's gemm rows name each product's operands and layout") {
+  Mlp m;
+  m.step();
+  Profiler::start(/*by_shape=*/true);
+  m.step();
+  Profiler::stop();
+  const auto rows = Profiler::rows();
+  CHECK(find(rows, "forward", "gemm") == nullptr);
+  // Forward x·W1ᵀ (W1 is [16, 8], read transposed) and h·W2ᵀ; backward the gradient of the view
+  // W2ᵀ, hᵀ·dy (h read transposed), dh = dy·W2 (W2 as stored), and W1ᵀ's, xᵀ·dh.
+  REQUIRE(find(rows, "forward", "gemm 1x[32x8]·[8x16]^T") != nullptr);
+  CHECK(find(rows, "forward", "gemm 1x[32x8]·[8x16]^T")->flops == doctest::Approx(2.0 * 32 * 8 * 16));
+  CHECK(find(rows, "forward", "gemm 1x[32x16]·[16x4]^T") != nullptr);
+  CHECK(find(rows, "backward", "gemm 1x[16x32]^T·[32x4]") != nullptr);
+  CHECK(find(rows, "backward", "gemm 1x[32x4]·[4x16]") != nullptr);
+  CHECK(find(rows, "backward", "gemm 1x[8x32]^T·[32x16]") != nullptr);
+  const std::string table = profile_table(rows, 1e-3, {.gflops = 100, .gbps = 10});
+  CHECK(table.find("gemm 1x[32x16]·[16x4]^T") != std::string::npos);
+  Profiler::start();  // a plain start groups by op again
+  m.step();
+  Profiler::stop();
+  CHECK(find(Profiler::rows(), "forward", "gemm") != nullptr);
+}
+
 TEST_CASE("after two warm-up steps, an identical training step takes no block from the C library") {
   cpu::empty_host_cache();
   const auto s0 = cpu::host_memory_stats();

@@ -1,4 +1,5 @@
-// Batched matrix multiply on OpenBLAS (or, for float32 under MatmulPrecision::BF16, gemm_bf16.h).
+// Batched matrix multiply on OpenBLAS (or, for float32, gemm_direct.h where it is faster and
+// gemm_bf16.h under MatmulPrecision::BF16).
 //
 // BLAS takes a matrix as (pointer, leading dimension, transposed?), so any view whose last two
 // dims are row-major (stride[-1] == 1) or column-major (stride[-2] == 1, e.g. a .t() view) goes
@@ -9,6 +10,7 @@
 #include "linea/tensor/cpu/blas.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/gemm_bf16.h"
+#include "linea/tensor/cpu/gemm_direct.h"
 #include "linea/tensor/kernel_checks.h"
 #include "linea/tensor/precision.h"
 
@@ -22,12 +24,15 @@ namespace {
 constexpr int64_t kSmallGemm = 256 * 256 * 256;
 constexpr int64_t kMinParallelWork = 64 * 64 * 64;
 
-// c = a·b on this thread: BLAS, or bf16 dot products when asked for (float32 only).
+// c = a·b on this thread: BLAS, or for float32 bf16 dot products when asked for, or the direct
+// kernel where it beats BLAS (gemm_direct.h).
 template <class T>
 void gemm_serial(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
                  int64_t ldb, T* c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
     if (bf16) return gemm_bf16(ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
+    if (direct_gemm_pays(ta, tb, M, N, K)) return gemm_direct(ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
+  }
   blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, T(0), c, ldc);
 }
 

@@ -1,0 +1,28 @@
+// float32 gemm for the products OpenBLAS runs far below its peak: the weight gradients of small
+// layers (dW = dYᵀ·X: [64, 8192]ᵀ·[8192, 64], 55-62% of the 1024³ rate) and the thousands of tiny
+// block matrices of MHLA (16x16x17, 4x4x272: 12-35%, the call and packing overheads).
+//
+// Both lose their time packing: OpenBLAS copies every element of A and B into its panel layout,
+// and a 64-wide output reuses each copied element only 64 times. The direct kernel packs nothing
+// of A: a 6x64 tile of C lives in 24 zmm registers while each step k broadcasts six elements of
+// A straight from memory (row-major or transposed alike) and loads one row of B. B is read in
+// place when its rows are contiguous (tb false, the dW case); a transposed B is copied block by
+// block into a row-major scratch first (cheap when N and K are small).
+#pragma once
+#include <cstdint>
+
+namespace linea::cpu {
+
+// c[M,N] = a[M,K]·b[K,N] (beta = 0), row-major, a or b read transposed in place (ta, tb) as in
+// blas_gemm. Serial; needs has_direct_gemm() and K > 0.
+void gemm_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
+                 int64_t ldb, float* c, int64_t ldc);
+
+// Whether this CPU has the AVX-512 kernel.
+bool has_direct_gemm();
+
+// Whether matmul takes gemm_direct for this serial product: the shapes above, where it was
+// measured faster than OpenBLAS (bench_matmul: the models' products, linea against cblas).
+bool direct_gemm_pays(bool ta, bool tb, int64_t M, int64_t N, int64_t K);
+
+}  // namespace linea::cpu

@@ -1,0 +1,82 @@
+// The direct float32 gemm (tensor/cpu/gemm_direct.h) against a float64 product: every layout,
+// every tile height (1-6 rows) and vector tail of its blocking, K across its blocks, padded leading
+// dimensions; and matmul, which takes it for weight-gradient shapes, on such a product.
+#include <cmath>
+#include <vector>
+
+#include "helpers.h"
+#include "linea/tensor/cpu/gemm_direct.h"
+
+using namespace linea;
+
+namespace {
+
+// A rows x cols operand with leading dimension ld > its row length, transposed when `trans`:
+// element (i, j) at v[j*ld + i]. Values from a seeded LCG in [-2.5, 2.5].
+struct Operand {
+  bool trans;
+  int64_t rows, cols, ld;
+  std::vector<float> v;
+  Operand(bool t, int64_t r, int64_t c, uint32_t seed) : trans(t), rows(r), cols(c), ld((t ? r : c) + 5) {
+    v.resize(size_t((t ? c : r) * ld));
+    uint64_t s = seed * 2654435761u + 7;
+    for (float& x : v) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      x = float(int64_t(s >> 40) % 20001 - 10000) / 4000.0f;
+    }
+  }
+  float at(int64_t i, int64_t j) const { return trans ? v[j * ld + i] : v[i * ld + j]; }
+};
+
+void check_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
+  CAPTURE(ta);
+  CAPTURE(tb);
+  CAPTURE(M);
+  CAPTURE(N);
+  CAPTURE(K);
+  const Operand a(ta, M, K, uint32_t(M * 131 + K)), b(tb, K, N, uint32_t(N * 71 + K + 1));
+  const int64_t ldc = N + 2;  // C's padding must stay untouched
+  std::vector<float> c(size_t(M * ldc), -7.0f);
+  cpu::gemm_direct(ta, tb, M, N, K, a.v.data(), a.ld, b.v.data(), b.ld, c.data(), ldc);
+  double worst = 0;
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      double ref = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        ref += double(a.at(i, k)) * double(b.at(k, j));
+        mag += std::abs(double(a.at(i, k)) * double(b.at(k, j)));
+      }
+      // float32 sums: each partial sum rounds once, so |error| <= K * eps * sum |terms|.
+      worst = std::max(worst, std::abs(double(c[i * ldc + j]) - ref) / (mag * double(K) * 6e-8 + 1e-30));
+    }
+    for (int64_t j = N; j < ldc; ++j) REQUIRE(c[i * ldc + j] == -7.0f);
+  }
+  CHECK(worst <= 1.0);
+}
+
+}  // namespace
+
+TEST_CASE("gemm_direct: every layout, tile height, vector tail and K block against float64") {
+  if (!cpu::has_direct_gemm()) {
+    MESSAGE("skipped: this CPU has no AVX-512F, so matmul never takes the direct kernel");
+    return;
+  }
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      for (int64_t M : {1, 2, 3, 4, 5, 6, 7, 13}) check_direct(ta, tb, M, 20, 9);
+      for (int64_t N : {1, 15, 16, 17, 33, 63, 64, 65, 130}) check_direct(ta, tb, 8, N, 11);
+      for (int64_t K : {1, 127, 128, 129, 300}) check_direct(ta, tb, 7, 40, K);
+      check_direct(ta, tb, 64, 64, 1000);  // a weight gradient's shape, smaller K
+    }
+}
+
+TEST_CASE("gemm_direct: matmul takes it for a weight gradient and gets the float64 product") {
+  // dW = dYᵀ·X for [512, 48] activations: a transposed A, K = 512, what direct_gemm_pays picks.
+  CHECK(cpu::direct_gemm_pays(true, false, 48, 40, 512) == cpu::has_direct_gemm());
+  CHECK_FALSE(cpu::direct_gemm_pays(false, false, 1024, 1024, 1024));  // OpenBLAS's: N > 256
+  Generator gen(3);
+  const Tensor dy = randn({512, 48}, gen), x = randn({512, 40}, gen);
+  const Tensor got = matmul(dy.t(), x);
+  const Tensor ref = matmul(dy.to(DType::Float64).t(), x.to(DType::Float64));
+  CHECK(testing::allclose(got.to(DType::Float64), ref, 2e-4, 1e-5));
+}
