@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include <linea/linea.h>
 
@@ -19,6 +20,25 @@ inline Tensor randn64(Shape shape, uint64_t seed, bool requires_grad = true) {
   if (requires_grad) t.requires_grad_();
   return t;
 }
+
+// A rows x cols gemm operand stored with leading dimension ld = its row length + pad (so a kernel
+// that ignores ld is caught), transposed when `trans`: element (i, j) at v[j*ld + i]. Values from
+// a seeded LCG: multiples of 1/scale in [-10000/scale, 10000/scale].
+struct GemmOperand {
+  bool trans;
+  int64_t rows, cols, ld;
+  std::vector<float> v;
+  GemmOperand(bool t, int64_t r, int64_t c, uint32_t seed, int64_t pad, float scale)
+      : trans(t), rows(r), cols(c), ld((t ? r : c) + pad) {
+    v.resize(size_t((t ? c : r) * ld));
+    uint64_t s = seed * 2654435761u + 1;
+    for (float& x : v) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      x = float(int64_t(s >> 40) % 20001 - 10000) / scale;
+    }
+  }
+  float at(int64_t i, int64_t j) const { return trans ? v[j * ld + i] : v[i * ld + j]; }
+};
 
 // Elementwise |a - b| <= atol + rtol * |b|, same shapes; reports the worst element.
 inline bool allclose(const Tensor& a, const Tensor& b, double atol = 1e-6, double rtol = 1e-5) {

@@ -15,21 +15,10 @@ using linea::cpu::round_to_bf16;
 
 namespace {
 
-// A rows x cols operand stored with leading dimension ld (>= its row length), transposed when
-// `trans`: element (i, j) at v[j*ld + i]. Values N(0,1) from a seeded LCG, plus a few exact ties.
-struct Operand {
-  bool trans;
-  int64_t rows, cols, ld;
-  std::vector<float> v;
-  Operand(bool t, int64_t r, int64_t c, uint32_t seed) : trans(t), rows(r), cols(c), ld((t ? r : c) + 3) {
-    v.resize(size_t((t ? c : r) * ld));
-    uint64_t s = seed * 2654435761u + 1;
-    for (float& x : v) {
-      s = s * 6364136223846793005ull + 1442695040888963407ull;
-      x = float(int64_t(s >> 40) % 20001 - 10000) / 4096.0f;  // many values exact in bf16, many not
-    }
-  }
-  float at(int64_t i, int64_t j) const { return trans ? v[j * ld + i] : v[i * ld + j]; }
+// Leading dimensions 3 past the row; multiples of 1/4096, so many values are exact in bf16 and
+// many are not (and a few are exact ties).
+struct Operand : testing::GemmOperand {
+  Operand(bool t, int64_t r, int64_t c, uint32_t seed) : GemmOperand(t, r, c, seed, 3, 4096.0f) {}
 };
 
 // c = rounded(a)·rounded(b) in float64, and the bound sum_k |a_ik b_kj| for the tolerance.

@@ -11,21 +11,9 @@ using namespace linea;
 
 namespace {
 
-// A rows x cols operand with leading dimension ld > its row length, transposed when `trans`:
-// element (i, j) at v[j*ld + i]. Values from a seeded LCG in [-2.5, 2.5].
-struct Operand {
-  bool trans;
-  int64_t rows, cols, ld;
-  std::vector<float> v;
-  Operand(bool t, int64_t r, int64_t c, uint32_t seed) : trans(t), rows(r), cols(c), ld((t ? r : c) + 5) {
-    v.resize(size_t((t ? c : r) * ld));
-    uint64_t s = seed * 2654435761u + 7;
-    for (float& x : v) {
-      s = s * 6364136223846793005ull + 1442695040888963407ull;
-      x = float(int64_t(s >> 40) % 20001 - 10000) / 4000.0f;
-    }
-  }
-  float at(int64_t i, int64_t j) const { return trans ? v[j * ld + i] : v[i * ld + j]; }
+// Leading dimensions 5 past the row; values in [-2.5, 2.5].
+struct Operand : testing::GemmOperand {
+  Operand(bool t, int64_t r, int64_t c, uint32_t seed) : GemmOperand(t, r, c, seed, 5, 4000.0f) {}
 };
 
 void check_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
