@@ -1,6 +1,7 @@
 // The direct float32 gemm (tensor/cpu/gemm_direct.h) against a float64 product: every layout,
 // every tile height (1-6 rows) and vector tail of its blocking, K across its blocks, padded leading
-// dimensions; and matmul, which takes it for weight-gradient shapes, on such a product.
+// dimensions, for each kernel this CPU runs (AVX2, and AVX-512 where present); and matmul, which
+// takes it for weight-gradient shapes, on such a product.
 #include <cmath>
 #include <vector>
 
@@ -16,7 +17,8 @@ struct Operand : testing::GemmOperand {
   Operand(bool t, int64_t r, int64_t c, uint32_t seed) : GemmOperand(t, r, c, seed, 5, 4000.0f) {}
 };
 
-void check_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
+void check_direct(cpu::DirectIsa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
+  CAPTURE(int(isa));
   CAPTURE(ta);
   CAPTURE(tb);
   CAPTURE(M);
@@ -25,7 +27,7 @@ void check_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
   const Operand a(ta, M, K, uint32_t(M * 131 + K)), b(tb, K, N, uint32_t(N * 71 + K + 1));
   const int64_t ldc = N + 2;  // C's padding must stay untouched
   std::vector<float> c(size_t(M * ldc), -7.0f);
-  cpu::gemm_direct(ta, tb, M, N, K, a.v.data(), a.ld, b.v.data(), b.ld, c.data(), ldc);
+  cpu::gemm_direct(ta, tb, M, N, K, a.v.data(), a.ld, b.v.data(), b.ld, c.data(), ldc, isa);
   double worst = 0;
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
@@ -46,25 +48,43 @@ void check_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
 
 TEST_CASE("gemm_direct: every layout, tile height, vector tail and K block against float64") {
   if (!cpu::has_direct_gemm()) {
-    MESSAGE("skipped: this CPU has no AVX-512F, so matmul never takes the direct kernel");
+    MESSAGE("skipped: this CPU has neither AVX2 + FMA nor AVX-512F, so matmul never takes the direct kernel");
     return;
   }
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      for (int64_t M : {1, 2, 3, 4, 5, 6, 7, 13}) check_direct(ta, tb, M, 20, 9);
-      for (int64_t N : {1, 15, 16, 17, 33, 63, 64, 65, 130}) check_direct(ta, tb, 8, N, 11);
-      for (int64_t K : {1, 127, 128, 129, 300}) check_direct(ta, tb, 7, 40, K);
-      check_direct(ta, tb, 64, 64, 1000);  // a weight gradient's shape, smaller K
-    }
+  std::vector<cpu::DirectIsa> isas{cpu::DirectIsa::Avx2};
+  if (cpu::direct_gemm_isa() == cpu::DirectIsa::Avx512) isas.push_back(cpu::DirectIsa::Avx512);
+  else MESSAGE("this CPU has no AVX-512F: only the AVX2 kernel is checked");
+  for (cpu::DirectIsa isa : isas)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        for (int64_t M : {1, 2, 3, 4, 5, 6, 7, 13}) check_direct(isa, ta, tb, M, 20, 9);
+        for (int64_t N : {1, 7, 8, 9, 15, 16, 17, 33, 63, 64, 65, 130}) check_direct(isa, ta, tb, 8, N, 11);
+        for (int64_t K : {1, 127, 128, 129, 300}) check_direct(isa, ta, tb, 7, 40, K);
+        check_direct(isa, ta, tb, 64, 64, 1000);  // a weight gradient's shape, smaller K
+        check_direct(isa, ta, tb, 16, 17, 16);    // an MHLA block product
+      }
 }
 
-TEST_CASE("gemm_direct: matmul takes it for a weight gradient and gets the float64 product") {
-  // dW = dYᵀ·X for [512, 48] activations: a transposed A, K = 512, what direct_gemm_pays picks.
-  CHECK(cpu::direct_gemm_pays(true, false, 48, 40, 512) == cpu::has_direct_gemm());
+TEST_CASE("gemm_direct: a kernel the CPU does not run is refused, not executed") {
+  if (cpu::direct_gemm_isa() == cpu::DirectIsa::Avx512) return;  // every kernel runs here
+  float x = 1, y = 0;
+  CHECK_THROWS_WITH_AS(cpu::gemm_direct(false, false, 1, 1, 1, &x, 1, &x, 1, &y, 1, cpu::DirectIsa::Avx512),
+                       doctest::Contains("does not run"), Error);
+}
+
+TEST_CASE("gemm_direct: matmul takes it where it pays and gets the float64 product") {
+  const bool avx512 = cpu::direct_gemm_isa() == cpu::DirectIsa::Avx512;
   CHECK_FALSE(cpu::direct_gemm_pays(false, false, 1024, 1024, 1024));  // OpenBLAS's: N > 256
+  // MHLA's block products take it on every kernel; the weight gradients only on AVX-512.
+  CHECK(cpu::direct_gemm_pays(false, false, 16, 17, 16) == cpu::has_direct_gemm());
+  CHECK(cpu::direct_gemm_pays(true, false, 48, 40, 512) == avx512);
   Generator gen(3);
+  // dW = dYᵀ·X for [512, 48] activations: a transposed A, K = 512.
   const Tensor dy = randn({512, 48}, gen), x = randn({512, 40}, gen);
-  const Tensor got = matmul(dy.t(), x);
-  const Tensor ref = matmul(dy.to(DType::Float64).t(), x.to(DType::Float64));
-  CHECK(testing::allclose(got.to(DType::Float64), ref, 2e-4, 1e-5));
+  CHECK(testing::allclose(matmul(dy.t(), x).to(DType::Float64),
+                          matmul(dy.to(DType::Float64).t(), x.to(DType::Float64)), 2e-4, 1e-5));
+  // A batch of block products, [64, 16, 16] @ [64, 16, 17]: the batch loop calls it per matrix.
+  const Tensor fq = randn({64, 16, 16}, gen), s = randn({64, 16, 17}, gen);
+  CHECK(testing::allclose(matmul(fq, s).to(DType::Float64), matmul(fq.to(DType::Float64), s.to(DType::Float64)),
+                          2e-4, 1e-5));
 }

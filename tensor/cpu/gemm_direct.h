@@ -4,22 +4,26 @@
 //
 // Both lose their time packing: OpenBLAS copies every element of A and B into its panel layout,
 // and a 64-wide output reuses each copied element only 64 times. The direct kernel packs nothing
-// of A: a 6x64 tile of C lives in 24 zmm registers while each step k broadcasts six elements of
-// A straight from memory (row-major or transposed alike) and loads one row of B. B is read in
-// place when its rows are contiguous (tb false, the dW case); a transposed B is copied block by
-// block into a row-major scratch first (cheap when N and K are small).
+// of A: a tile of C (6 rows x 64 columns in 24 zmm registers on AVX-512, 6 x 16 in 12 ymm on
+// AVX2) stays in registers while each step k broadcasts six elements of A straight from memory
+// (row-major or transposed alike) and loads one row of B. B is read in place when its rows are
+// contiguous (tb false, the dW case); a transposed B is copied block by block into a row-major
+// scratch first (cheap when N and K are small). The kernel is one template over the vector width
+// (gemm_direct_kernel.h).
 #pragma once
 #include <cstdint>
 
 namespace linea::cpu {
 
-// c[M,N] = a[M,K]·b[K,N] (beta = 0), row-major, a or b read transposed in place (ta, tb) as in
-// blas_gemm. Serial; needs has_direct_gemm() and K > 0.
-void gemm_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc);
+// The kernels, widest first; None where the CPU has neither AVX-512F nor AVX2 + FMA.
+enum class DirectIsa { None, Avx2, Avx512 };
+DirectIsa direct_gemm_isa();  // the widest this CPU runs
+bool has_direct_gemm();       // direct_gemm_isa() != None
 
-// Whether this CPU has the AVX-512 kernel.
-bool has_direct_gemm();
+// c[M,N] = a[M,K]·b[K,N] (beta = 0), row-major, a or b read transposed in place (ta, tb) as in
+// blas_gemm. Serial; needs K > 0 and a kernel `isa` this CPU runs (tests pick the narrower one).
+void gemm_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
+                 int64_t ldb, float* c, int64_t ldc, DirectIsa isa = direct_gemm_isa());
 
 // Whether matmul takes gemm_direct for this serial product: the shapes above, where it was
 // measured faster than OpenBLAS (bench_matmul: the models' products, linea against cblas).
