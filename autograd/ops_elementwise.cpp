@@ -27,7 +27,7 @@ void check_not_bool(std::string_view op, const Tensor& x) {
 }
 
 // Runs a unary kernel into a fresh tensor. Records nothing: forwards record themselves, and
-// backwards use it for the derivative kernels (ReluGrad, ...).
+// backwards use it for the derivative kernels (ClampMask, Sign, ...).
 Tensor apply(UnaryOp k, const Tensor& x, double p0 = 0, double p1 = 0) {
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   backend(x.device()).unary(k, x, out, p0, p1);
@@ -64,6 +64,13 @@ Tensor apply(BinaryOp k, std::string_view op, const Tensor& a, const Tensor& b, 
 }
 
 }  // namespace
+
+Tensor activation_backward(BinaryOp op, const Tensor& g, const Tensor& x) {
+  LINEA_CHECK(g.shape() == x.shape() && g.dtype() == x.dtype(),
+              "[{}] the gradient ({}, {}) must match the forward's input ({}, {})", op_name(op), shape_str(g.shape()),
+              g.dtype(), shape_str(x.shape()), x.dtype());
+  return apply(op, op_name(op), g, x, x.dtype());
+}
 
 // ---------------------------------------------------------------------------------------------
 // unary
@@ -117,7 +124,7 @@ Tensor sigmoid(const Tensor& x) {
 Tensor relu(const Tensor& x) {
   check_not_bool("relu", x);
   return record("relu", apply(UnaryOp::Relu, x), {x}, [x = x.detach()](const Tensor& g) -> std::vector<Tensor> {
-    return {g * apply(UnaryOp::ReluGrad, x)};
+    return {activation_backward(BinaryOp::ReluBackward, g, x)};
   });
 }
 
@@ -126,14 +133,14 @@ Tensor gelu(const Tensor& x, GeluApprox approx) {
   const bool erf = approx == GeluApprox::Erf;
   return record("gelu", apply(erf ? UnaryOp::GeluErf : UnaryOp::GeluTanh, x), {x},
                 [x = x.detach(), erf](const Tensor& g) -> std::vector<Tensor> {
-                  return {g * apply(erf ? UnaryOp::GeluErfGrad : UnaryOp::GeluTanhGrad, x)};
+                  return {activation_backward(erf ? BinaryOp::GeluErfBackward : BinaryOp::GeluTanhBackward, g, x)};
                 });
 }
 
 Tensor silu(const Tensor& x) {
   check_floating("silu", x);
   return record("silu", apply(UnaryOp::Silu, x), {x}, [x = x.detach()](const Tensor& g) -> std::vector<Tensor> {
-    return {g * apply(UnaryOp::SiluGrad, x)};
+    return {activation_backward(BinaryOp::SiluBackward, g, x)};
   });
 }
 

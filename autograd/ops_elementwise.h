@@ -3,6 +3,7 @@
 // (no silent float64 -> float32); a bool/uint8/int64 operand is converted to the other operand's
 // floating dtype; two integer operands promote (bool < uint8 < int64).
 #pragma once
+#include "linea/tensor/ops.h"
 #include "linea/tensor/tensor.h"
 
 namespace linea {
@@ -24,6 +25,12 @@ Tensor softplus(const Tensor& x);  // log(1 + e^x), stable at both ends
 Tensor abs(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
 Tensor clamp(const Tensor& x, double lo, double hi);
+
+// An activation's backward in one pass, for the backward lambdas here and hand-written backwards
+// (MHLA's feature map); records nothing. dL/dx from g = dL/dy and the forward's input x, which
+// must have g's shape and dtype: op is BinaryOp::ReluBackward, GeluErfBackward, GeluTanhBackward or
+// SiluBackward (tensor/ops.h).
+Tensor activation_backward(BinaryOp op, const Tensor& g, const Tensor& x);
 
 // ---- binary (broadcasting) ----
 Tensor add(const Tensor& a, const Tensor& b);

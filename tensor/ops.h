@@ -78,6 +78,12 @@ LINEA_HD T gelu_tanh_grad(T v) {
   return s + (ds == T(0) ? T(0) : T(2) * v * ds * k * (T(1) + T(3) * c * v * v));
 }
 
+// d/dx x Phi(x) = Phi(x) + x phi(x)
+template <class M, class T>
+LINEA_HD T gelu_erf_grad(T v) {
+  return T(0.5) * M::erfc(-v * T(kInvSqrt2)) + v * T(kInvSqrt2Pi) * M::exp(T(-0.5) * v * v);
+}
+
 template <class M, class T>
 LINEA_HD T silu_grad(T v) {
   const T s = sigmoid<M>(v);
@@ -86,8 +92,8 @@ LINEA_HD T silu_grad(T v) {
 
 }  // namespace op_math
 
-// X(Enum, "name", Domain, formula): every unary op. The *Grad and ClampMask entries are the
-// derivatives backward formulas evaluate at x (autograd/ops_elementwise.cpp).
+// X(Enum, "name", Domain, formula): every unary op. ClampMask is the derivative clamp's backward
+// evaluates at x (autograd/ops_elementwise.cpp).
 // max/min-style formulas are written so that NaN propagates (a comparison with NaN is false).
 #define LINEA_UNARY_OPS(X)                                                                         \
   X(Neg, "neg", Integer, T(-v))                                                                    \
@@ -109,15 +115,11 @@ LINEA_HD T silu_grad(T v) {
   X(Clamp, "clamp", Integer, v < p0 ? p0 : (v > p1 ? p1 : v))                                      \
   /* log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow for large x, no cancellation */         \
   X(Softplus, "softplus", Floating, (v > T(0) ? v : T(0)) + M::log1p(M::exp(-op_math::abs(v))))    \
-  X(ReluGrad, "relu_grad", Floating, T(v > T(0)))                                                  \
-  X(GeluTanhGrad, "gelu_tanh_grad", Floating, op_math::gelu_tanh_grad<M>(v))                       \
-  /* Phi(x) + x phi(x) */                                                                          \
-  X(GeluErfGrad, "gelu_erf_grad", Floating,                                                        \
-    T(0.5) * M::erfc(-v * T(op_math::kInvSqrt2)) + v * T(op_math::kInvSqrt2Pi) * M::exp(T(-0.5) * v * v)) \
-  X(SiluGrad, "silu_grad", Floating, op_math::silu_grad<M>(v))                                     \
   X(ClampMask, "clamp_mask", Integer, T(v >= p0 && v <= p1)) /* 1 inside [p0, p1], else 0 */
 
-// X(Enum, "name", Domain, formula): every binary op. Comparisons write a bool.
+// X(Enum, "name", Domain, formula): every binary op. Comparisons write a bool. The *Backward
+// entries are activations' backwards, a = the incoming gradient and b = the forward's input x:
+// one pass over memory instead of a derivative kernel and then a multiply.
 #define LINEA_BINARY_OPS(X)                                                                        \
   X(Add, "add", Arith, T(a + b))                                                                   \
   X(Sub, "sub", Arith, T(a - b))                                                                   \
@@ -132,7 +134,11 @@ LINEA_HD T silu_grad(T v) {
   X(Lt, "lt", Compare, a < b)                                                                      \
   X(Le, "le", Compare, a <= b)                                                                     \
   X(Gt, "gt", Compare, a > b)                                                                      \
-  X(Ge, "ge", Compare, a >= b)
+  X(Ge, "ge", Compare, a >= b)                                                                     \
+  X(ReluBackward, "relu_backward", Floating, a * T(b > T(0)))                                      \
+  X(GeluTanhBackward, "gelu_tanh_backward", Floating, a * op_math::gelu_tanh_grad<M>(b))           \
+  X(GeluErfBackward, "gelu_erf_backward", Floating, a * op_math::gelu_erf_grad<M>(b))              \
+  X(SiluBackward, "silu_backward", Floating, a * op_math::silu_grad<M>(b))
 
 #define LINEA_OP_ENUM(Name, ...) Name,
 enum class UnaryOp { LINEA_UNARY_OPS(LINEA_OP_ENUM) };

@@ -65,7 +65,7 @@ TEST_CASE("the profile of a 2-layer MLP step has exactly its matmuls, per phase"
   REQUIRE(find(rows, "forward", "binary.add") != nullptr);
   CHECK(find(rows, "forward", "binary.add")->calls == 3);
   CHECK(find(rows, "forward", "unary.relu")->calls == 1);
-  REQUIRE(find(rows, "backward", "unary.relu_grad") != nullptr);
+  REQUIRE(find(rows, "backward", "binary.relu_backward") != nullptr);
   REQUIRE(find(rows, "update", "adamw_step") != nullptr);
   CHECK(find(rows, "update", "adamw_step")->calls == 1);
   for (const ProfileRow& r : rows) CHECK(r.phase != "step");  // every kernel ran inside a scope

@@ -44,11 +44,7 @@ inline Tensor feature_map(const Tensor& x, FeatureMap fm, double eps) {
 inline Tensor feature_map_backward(const Tensor& dphi, const Tensor& x, FeatureMap fm) {
   switch (fm) {
     case FeatureMap::ReluEps:
-    case FeatureMap::Relu: {
-      Tensor mask = empty(x.shape(), x.dtype(), x.device());
-      backend(x.device()).unary(UnaryOp::ReluGrad, x, mask);
-      return dphi * mask;
-    }
+    case FeatureMap::Relu: return activation_backward(BinaryOp::ReluBackward, dphi, x);
     case FeatureMap::Elu1: return dphi * exp(-relu(-x));
     case FeatureMap::Identity: return dphi;
   }
