@@ -104,7 +104,7 @@ class CudaBackend final : public Backend {
               bool reverse) override;
 
   // fused MHLA (cuda_mhla.cpp / mhla.cu)
-  bool has_fused_mhla() const override { return true; }
+  bool has_fused_mhla(bool) const override { return true; }
   void mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
                     const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) override;
   void mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,

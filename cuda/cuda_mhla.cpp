@@ -10,6 +10,7 @@
 #include "linea/cuda/cuda_backend.h"
 #include "linea/cuda/launch_mhla.h"
 #include "linea/tensor/error.h"
+#include "linea/tensor/fused_checks.h"
 
 namespace linea::cuda {
 
@@ -18,39 +19,21 @@ namespace {
 // One thread block keeps tiles of up to 128 columns per token in shared memory (mhla.cu).
 constexpr int64_t kMaxHeadDim = 128;
 
-struct Dims {
-  int64_t BH, N, d, dv, L, M;
-  int64_t block() const { return d * (dv + 1); }  // elements of one non-causal summary S'_j
-};
+using Dims = fused_checks::MhlaDims;
 
 Dims check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
            const Backend::MHLAArgs& a) {
-  LINEA_CHECK(q.dim() == 3 && k.shape() == q.shape() && v.dim() == 3 && v.size(0) == q.size(0) &&
-                  v.size(1) == q.size(1),
-              "[{}] expected q, k [BH, N, d] and v [BH, N, dv], got {} / {} / {}", op, shape_str(q.shape()),
-              shape_str(k.shape()), shape_str(v.shape()));
-  LINEA_CHECK(is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype() && mix.dtype() == q.dtype(),
-              "[{}] q, k, v, mix must share float32 or float64, got {} / {} / {} / {}", op, q.dtype(), k.dtype(),
-              v.dtype(), mix.dtype());
-  LINEA_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && mix.is_contiguous(),
-              "[{}] the fused kernels take contiguous q, k, v, mix", op);
-  const Dims g{q.size(0), q.size(1), q.size(2), v.size(2), a.block_len, 0};
+  const Dims g = fused_checks::mhla(op, q, k, v, mix, a);
   LINEA_CHECK(g.d <= kMaxHeadDim && g.dv <= kMaxHeadDim,
               "[{}] the fused CUDA kernels take head dims d, dv <= {}, got d = {}, dv = {} (use mhla_composite)", op,
               kMaxHeadDim, g.d, g.dv);
-  LINEA_CHECK(g.N > 0 && g.d > 0 && g.dv > 0 && g.L > 0, "[{}] empty input or block_len <= 0: q {}, block_len {}", op,
-              shape_str(q.shape()), g.L);
-  Dims out = g;
-  out.M = (g.N + g.L - 1) / g.L;
-  LINEA_CHECK(mix.dim() == 2 && mix.size(0) == out.M && mix.size(1) == out.M, "[{}] mix must be [{}, {}], got {}", op,
-              out.M, out.M, shape_str(mix.shape()));
   // The per-token kernels run one thread block per (pair, block, tile of kMhlaTile tokens): the
   // grid must fit gridDim.x.
   const int64_t tiles = (std::min(g.L, g.N) + kMhlaTile - 1) / kMhlaTile;
-  LINEA_CHECK(g.BH * out.M * tiles <= std::numeric_limits<int32_t>::max(),
+  LINEA_CHECK(g.BH * g.M * tiles <= std::numeric_limits<int32_t>::max(),
               "[{}] too many (pair, block, tile) thread blocks for one launch: q {}, block_len {}", op,
               shape_str(q.shape()), g.L);
-  return out;
+  return g;
 }
 
 Tensor scratch(Shape shape, const Tensor& like) { return empty(std::move(shape), like.dtype(), like.device()); }

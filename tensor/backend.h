@@ -140,7 +140,8 @@ class Backend {
 
   // ---- fused MHLA (nn/functional/mhla.cpp; docs/mhla.md, "Fused CUDA kernels") ----
   // Multi-head linear attention as the device's own kernels instead of a composition of GEMMs
-  // and elementwise ops. The CPU answers false: its batched-BLAS composition IS its fused form.
+  // and elementwise ops. CUDA has both forms; the CPU the non-causal one (tensor/cpu/cpu_mhla.cpp:
+  // one (batch, head) pair at a time in cache), its causal form is the composition of mhla_causal.cpp.
   // Shapes (BH = batch × heads flattened, M = ceil(N / block_len) blocks, all contiguous, one
   // floating dtype): q, k [BH, N, d]; v [BH, N, dv]; mix [M, M]; out [BH, N, dv].
   // φ (feature_map) is applied by the kernels; the last block's padding is implicit. The
@@ -152,7 +153,7 @@ class Backend {
     double eps = 0;       // ReluEps offset and the non-causal normaliser's floor
     double scale = 1;     // causal only, already resolved (d^-1/2 by default)
   };
-  virtual bool has_fused_mhla() const { return false; }
+  virtual bool has_fused_mhla(bool causal) const { return false; }
   // The defaults throw "[mhla] this device has no fused MHLA kernels" (backend.cpp).
   // Writes out and what the backward reads (φ is recomputed there from q, k):
   //   non-causal: s = S'_j = φ(K_j)ᵀ[V_j | 1] and sh = Ŝ' = W S', both [BH, M, d, dv+1];

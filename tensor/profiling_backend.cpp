@@ -182,7 +182,7 @@ class ProfilingBackend final : public Backend {
     timed("cumsum", 0, touched({&x, &out}), [&] { in_.cumsum(x, out, outer, n, inner, exclusive, reverse); });
   }
 
-  bool has_fused_mhla() const override { return in_.has_fused_mhla(); }
+  bool has_fused_mhla(bool causal) const override { return in_.has_fused_mhla(causal); }
   void mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
                     const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) override {
     timed("mhla_forward", 0, touched({&q, &k, &v, &out, &s, &sh}),

@@ -18,8 +18,9 @@
 //   dS' = Wᵀ dŜ',   dφK_j = V'_j dS'_jᵀ,  dV_j = φK_j dS'_j[:, :dv]
 // followed by φ'. The official-normaliser variant (§5.2) swaps the δ column for its own terms.
 //
-// On a device whose backend has its own MHLA kernels (has_fused_mhla(): the GPU), mhla() runs
-// those instead, for both forms (device_fused below); the official normaliser stays on this path.
+// On a device whose backend has its own MHLA kernels (has_fused_mhla(causal): the GPU for both
+// forms, the CPU for this one), mhla() runs those instead (device_fused below); the official
+// normaliser stays on this path, which is also the composite the kernels are tested against.
 #include "linea/autograd/function.h"
 #include "linea/autograd/ops_matmul.h"
 #include "linea/autograd/ops_reduce.h"
@@ -141,7 +142,7 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mi
 // custom_function: the backend computes the forward, saves S' and Ŝ' (causal: S and s·P) and the
 // normaliser r, and computes all four gradients from them.
 bool device_kernels(const Tensor& q, const MHLAOptions& opts) {
-  return !opts.official_normalizer && backend(q.device()).has_fused_mhla();
+  return !opts.official_normalizer && backend(q.device()).has_fused_mhla(opts.causal);
 }
 
 // What the device's backward reads: the inputs as [B·H, N, e] (contiguous), the output, the

@@ -50,6 +50,14 @@ class CpuBackend final : public Backend {
   void cumsum(const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
               bool reverse) override;
 
+  // fused MHLA, non-causal (cpu_mhla.cpp)
+  bool has_fused_mhla(bool causal) const override { return !causal; }
+  void mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
+                    const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) override;
+  void mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
+                     const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r, const Tensor& grad,
+                     const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dmix) override;
+
   // fused attention (cpu_attention.cpp)
   void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
                          const Tensor& out, const Tensor& lse) override;

@@ -1,0 +1,241 @@
+// CpuBackend::mhla_forward / mhla_backward (tensor/backend.h, "fused MHLA"), non-causal form:
+// one (batch, head) pair at a time, all of it in L1. A pair's q, k, v (64 tokens x 16 dims in
+// the ViT) and its summaries take about 20 KB, so φ, the ones column, the block products, the
+// mixing and the normaliser run on data already in cache, where the composition of
+// nn/functional/mhla.cpp makes a pass over memory (and a batched gemm call) for each step.
+// The maths is the composition's, in the same order (spec §1, §5.1, augmented form V' = [V | 1]):
+//   forward   S'_j = φ(K_j)ᵀ V'_j,  Ŝ' = W S',  U'_t = φ(q_t) Ŝ'_i,  r_t = U'_t[dv] + eps,
+//             o_t = U'_t[:dv] / r_t
+//   backward  dU' = [G / r | −rowsum(G ∘ O) / r],  dφQ_i = dU'_i Ŝ'_iᵀ,  dŜ'_i = φ(Q_i)ᵀ dU'_i,
+//             dW = Σ_pairs dŜ'_flat S'_flatᵀ,  dS' = Wᵀ dŜ',  dφK_j = V'_j dS'_jᵀ,
+//             dV_j = φ(K_j) dS'_j[:, :dv],  then φ'.
+// The causal form stays on the composition (has_fused_mhla(true) is false on the CPU).
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "linea/tensor/cpu/blas.h"
+#include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/cpu/gemm_direct.h"
+#include "linea/tensor/cpu/vec_math.h"
+#include "linea/tensor/error.h"
+#include "linea/tensor/fused_checks.h"
+
+namespace linea::cpu {
+
+namespace {
+
+using Dims = fused_checks::MhlaDims;
+
+// The shared checks, the CPU's own (non-causal only, CPU tensors) and the outputs' sizes.
+Dims check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
+           const Backend::MHLAArgs& a, std::initializer_list<const Tensor*> outs) {
+  LINEA_CHECK(!a.causal, "[{}] the CPU's fused MHLA is the non-causal form only (the causal one is composed)", op);
+  const Dims g = fused_checks::mhla(op, q, k, v, mix, a);
+  for (const Tensor* t : outs)
+    LINEA_CHECK(t->dtype() == q.dtype() && t->is_contiguous() && t->device().is_cpu(),
+                "[{}] outputs must be contiguous CPU tensors of q's dtype {}, got {} {}", op, q.dtype(),
+                shape_str(t->shape()), t->dtype());
+  return g;
+}
+
+// φ and φ' with the map fixed at compile time, so that the loops over a block's elements vectorise.
+template <FeatureMap fm, class T>
+T phi(T x, T eps) {
+  if constexpr (fm == FeatureMap::ReluEps) return (x > T(0) ? x : T(0)) + eps;
+  else if constexpr (fm == FeatureMap::Elu1) return x > T(0) ? x + T(1) : vexp(x);
+  else if constexpr (fm == FeatureMap::Relu) return x > T(0) ? x : T(0);
+  else return x;
+}
+
+template <FeatureMap fm, class T>
+T dphi(T x) {
+  if constexpr (fm == FeatureMap::ReluEps || fm == FeatureMap::Relu) return T(x > T(0));
+  else if constexpr (fm == FeatureMap::Elu1) return x > T(0) ? T(1) : vexp(x);
+  else return T(1);
+}
+
+template <class F>
+void with_feature_map(FeatureMap fm, F&& f) {
+  switch (fm) {
+    case FeatureMap::ReluEps: return f.template operator()<FeatureMap::ReluEps>();
+    case FeatureMap::Elu1: return f.template operator()<FeatureMap::Elu1>();
+    case FeatureMap::Relu: return f.template operator()<FeatureMap::Relu>();
+    case FeatureMap::Identity: return f.template operator()<FeatureMap::Identity>();
+  }
+}
+
+// c[m, n] = a·b on this thread: the direct kernel where it beats BLAS on such a product.
+template <class T>
+void mm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+        int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>)
+    if (direct_gemm_pays(ta, tb, m, n, k)) return gemm_direct(ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+  blas_gemm<T>(ta, tb, m, n, k, a, lda, b, ldb, T(0), c, ldc);
+}
+
+template <FeatureMap fm, class T>
+void load_features(const T* x, int64_t rows, int64_t w, T eps, T* out) {
+  for (int64_t i = 0; i < rows * w; ++i) out[i] = phi<fm>(x[i], eps);
+}
+
+// The first `cols` columns of a [rows, lda] block, transposed into out [cols, rows].
+template <class T>
+void transpose(const T* a, int64_t rows, int64_t cols, int64_t lda, T* out) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) out[j * rows + i] = a[i * lda + j];
+}
+
+// The ones column of V' is never stored: each [d, dv+1] summary is a [d, dv] product plus its last
+// column as a sum or a matrix-vector product, so every block product is a [16, 16] x [16, 16]
+// (in the ViT) with neither operand transposed in memory, which the direct kernel runs at twice
+// the rate of a 17-column one.
+template <FeatureMap fm, class T>
+void forward(const Dims& g, const T* q, const T* k, const T* v, const T* w, T eps, T* out, T* s, T* sh, T* r) {
+  const int64_t d = g.d, dv = g.dv, e = dv + 1, se = g.block();
+#pragma omp parallel
+  {
+    std::vector<T> fx(g.L * d), z(d);
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < g.BH; ++bh) {
+      const int64_t tok = bh * g.N;
+      T *sp = s + bh * g.M * se, *shp = sh + bh * g.M * se;
+      for (int64_t j = 0; j < g.M; ++j) {  // S'_j = [φ(K_j)ᵀ V_j | φ(K_j)ᵀ 1]
+        const int64_t rows = g.rows(j), t0 = tok + j * g.L;
+        T* sj = sp + j * se;
+        load_features<fm>(k + t0 * d, rows, d, eps, fx.data());
+        mm<T>(true, false, d, dv, rows, fx.data(), d, v + t0 * dv, dv, sj, e);
+        std::fill(z.begin(), z.end(), T(0));
+        for (int64_t t = 0; t < rows; ++t)
+          for (int64_t c = 0; c < d; ++c) z[c] += fx[t * d + c];
+        for (int64_t c = 0; c < d; ++c) sj[c * e + dv] = z[c];
+      }
+      mm<T>(false, false, g.M, se, g.M, w, g.M, sp, se, shp, se);  // Ŝ' = W S'
+      for (int64_t i = 0; i < g.M; ++i) {  // o = φ(Q_i) Ŝ_i / (φ(Q_i) ẑ_i + eps)
+        const int64_t rows = g.rows(i), t0 = tok + i * g.L;
+        const T* shi = shp + i * se;
+        T* o = out + t0 * dv;
+        load_features<fm>(q + t0 * d, rows, d, eps, fx.data());
+        mm<T>(false, false, rows, dv, d, fx.data(), d, shi, e, o, dv);
+        for (int64_t t = 0; t < rows; ++t) {
+          T den = 0;
+#pragma omp simd reduction(+ : den)
+          for (int64_t c = 0; c < d; ++c) den += fx[t * d + c] * shi[c * e + dv];
+          den += eps;
+          r[t0 + t] = den;
+          const T inv = T(1) / den;
+          for (int64_t c = 0; c < dv; ++c) o[t * dv + c] *= inv;
+        }
+      }
+    }
+  }
+}
+
+template <FeatureMap fm, class T>
+void backward(const Dims& g, const T* q, const T* k, const T* v, const T* w, T eps, const T* out, const T* s,
+              const T* sh, const T* r, const T* grad, T* dq, T* dk, T* dvo, T* dmix) {
+  const int64_t d = g.d, dv = g.dv, e = dv + 1, se = g.block(), MM = g.M * g.M;
+  std::vector<T> dmix_pairs(g.BH * MM);  // per pair, summed in pair order below: deterministic
+#pragma omp parallel
+  {
+    std::vector<T> fx(g.L * d), z(d), gbar(g.L * dv), delta(g.L), dfx(g.L * d), st(dv * d), dsh(g.M * se),
+        ds(g.M * se);
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < g.BH; ++bh) {
+      const int64_t tok = bh * g.N;
+      const T *sp = s + bh * g.M * se, *shp = sh + bh * g.M * se;
+      for (int64_t i = 0; i < g.M; ++i) {
+        const int64_t rows = g.rows(i), t0 = tok + i * g.L;
+        const T *shi = shp + i * se, *qi = q + t0 * d;
+        T* dshi = dsh.data() + i * se;
+        for (int64_t t = 0; t < rows; ++t) {  // dU' = [Ḡ | δ] = [G / r | −rowsum(G ∘ O) / r]
+          const T inv = T(1) / r[t0 + t];
+          const T *gt = grad + (t0 + t) * dv, *ot = out + (t0 + t) * dv;
+          T dot = 0;
+#pragma omp simd reduction(+ : dot)
+          for (int64_t c = 0; c < dv; ++c) {
+            gbar[t * dv + c] = gt[c] * inv;
+            dot += gt[c] * ot[c];
+          }
+          delta[t] = -dot * inv;
+        }
+        // dφQ_i = dU' Ŝ'_iᵀ = Ḡ Ŝ_iᵀ + δ ẑ_iᵀ, then φ'
+        transpose(shi, d, dv, e, st.data());
+        mm<T>(false, false, rows, d, dv, gbar.data(), dv, st.data(), d, dfx.data(), d);
+        for (int64_t t = 0; t < rows; ++t)
+          for (int64_t c = 0; c < d; ++c)
+            dq[(t0 + t) * d + c] = (dfx[t * d + c] + delta[t] * shi[c * e + dv]) * dphi<fm>(qi[t * d + c]);
+        // dŜ'_i = φ(Q_i)ᵀ dU' = [φ(Q_i)ᵀ Ḡ | φ(Q_i)ᵀ δ]
+        load_features<fm>(qi, rows, d, eps, fx.data());
+        mm<T>(true, false, d, dv, rows, fx.data(), d, gbar.data(), dv, dshi, e);
+        std::fill(z.begin(), z.end(), T(0));
+        for (int64_t t = 0; t < rows; ++t)
+          for (int64_t c = 0; c < d; ++c) z[c] += fx[t * d + c] * delta[t];
+        for (int64_t c = 0; c < d; ++c) dshi[c * e + dv] = z[c];
+      }
+      for (int64_t i = 0; i < g.M; ++i)  // this pair's dW = dŜ'_flat S'_flatᵀ
+        for (int64_t j = 0; j < g.M; ++j) {
+          T dot = 0;
+#pragma omp simd reduction(+ : dot)
+          for (int64_t x = 0; x < se; ++x) dot += dsh[i * se + x] * sp[j * se + x];
+          dmix_pairs[bh * MM + i * g.M + j] = dot;
+        }
+      mm<T>(true, false, g.M, se, g.M, w, g.M, dsh.data(), se, ds.data(), se);  // dS' = Wᵀ dŜ'
+      for (int64_t j = 0; j < g.M; ++j) {
+        const int64_t rows = g.rows(j), t0 = tok + j * g.L;
+        const T *dsj = ds.data() + j * se, *kj = k + t0 * d;
+        // dφK_j = V'_j dS'_jᵀ = V_j dS_jᵀ + 1 dz_jᵀ, then φ'
+        transpose(dsj, d, dv, e, st.data());
+        mm<T>(false, false, rows, d, dv, v + t0 * dv, dv, st.data(), d, dfx.data(), d);
+        for (int64_t t = 0; t < rows; ++t)
+          for (int64_t c = 0; c < d; ++c)
+            dk[(t0 + t) * d + c] = (dfx[t * d + c] + dsj[c * e + dv]) * dphi<fm>(kj[t * d + c]);
+        load_features<fm>(kj, rows, d, eps, fx.data());
+        mm<T>(false, false, rows, dv, d, fx.data(), d, dsj, e, dvo + t0 * dv, dv);  // dV_j = φ(K_j) dS_j
+      }
+    }
+  }
+  std::fill(dmix, dmix + MM, T(0));
+  for (int64_t bh = 0; bh < g.BH; ++bh)
+    for (int64_t x = 0; x < MM; ++x) dmix[x] += dmix_pairs[bh * MM + x];
+}
+
+}  // namespace
+
+void CpuBackend::mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
+                              const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) {
+  const Dims g = check("mhla_forward", q, k, v, mix, a, {&out, &s, &sh, &r});
+  LINEA_CHECK(out.numel() == g.BH * g.N * g.dv && s.numel() == g.BH * g.M * g.block() && sh.numel() == s.numel() &&
+                  r.numel() == g.BH * g.N,
+              "[mhla_forward] out {}, s {}, sh {}, r {} do not fit q {} and v {}", shape_str(out.shape()),
+              shape_str(s.shape()), shape_str(sh.shape()), shape_str(r.shape()), shape_str(q.shape()),
+              shape_str(v.shape()));
+  dispatch_floating(q.dtype(), "mhla_forward", [&]<class T>() {
+    with_feature_map(a.feature_map, [&]<FeatureMap fm>() {
+      forward<fm, T>(g, q.data<T>(), k.data<T>(), v.data<T>(), mix.data<T>(), T(a.eps), out.data<T>(), s.data<T>(),
+                     sh.data<T>(), r.data<T>());
+    });
+  });
+}
+
+void CpuBackend::mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
+                               const MHLAArgs& a, const Tensor& out, const Tensor& s, const Tensor& sh,
+                               const Tensor& r, const Tensor& grad, const Tensor& dq, const Tensor& dk,
+                               const Tensor& dv, const Tensor& dmix) {
+  const Dims g = check("mhla_backward", q, k, v, mix, a, {&out, &s, &sh, &r, &grad, &dq, &dk, &dv, &dmix});
+  LINEA_CHECK(grad.shape() == out.shape() && out.numel() == g.BH * g.N * g.dv && dq.numel() == q.numel() &&
+                  dk.numel() == k.numel() && dv.numel() == v.numel() && dmix.numel() == mix.numel() &&
+                  s.numel() == g.BH * g.M * g.block() && sh.numel() == s.numel() && r.numel() == g.BH * g.N,
+              "[mhla_backward] grad {} / out {} / gradients do not fit q {} and v {}", shape_str(grad.shape()),
+              shape_str(out.shape()), shape_str(q.shape()), shape_str(v.shape()));
+  dispatch_floating(q.dtype(), "mhla_backward", [&]<class T>() {
+    with_feature_map(a.feature_map, [&]<FeatureMap fm>() {
+      backward<fm, T>(g, q.data<T>(), k.data<T>(), v.data<T>(), mix.data<T>(), T(a.eps), out.data<T>(), s.data<T>(),
+                      sh.data<T>(), r.data<T>(), grad.data<T>(), dq.data<T>(), dk.data<T>(), dv.data<T>(),
+                      dmix.data<T>());
+    });
+  });
+}
+
+}  // namespace linea::cpu
