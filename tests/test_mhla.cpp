@@ -201,3 +201,57 @@ TEST_CASE("mhla: errors name the op and the shapes") {
   off.causal = true;
   throws([&] { return mhla(q, k, v, mix, off); }, "[mhla] official_normalizer is for the non-causal form");
 }
+
+TEST_CASE("mhla: the CPU's fused kernels in float32 (the ViT's blocks, and a short last block) match float64") {
+  // has_fused_mhla(causal): the CPU runs the non-causal form in its own kernels (the direct gemm's
+  // tiles in float32), the causal form composed.
+  CHECK(backend(Device::cpu()).has_fused_mhla(false));
+  CHECK_FALSE(backend(Device::cpu()).has_fused_mhla(true));
+  struct Shape4 {
+    int64_t N, L;
+  };
+  for (Shape4 sh : {Shape4{64, 16}, Shape4{60, 16}}) {
+    CAPTURE(sh.N);
+    const int64_t B = 2, H = 3, d = 16, dv = 16, M = (sh.N + sh.L - 1) / sh.L;
+    Generator g(90);
+    Tensor q = randn({B, H, sh.N, d}, g), k = randn({B, H, sh.N, d}, g), v = randn({B, H, sh.N, dv}, g);
+    Tensor mix = rand({M, M}, g) + 0.1, w = randn({B, H, sh.N, dv}, g);
+    MHLAOptions o;
+    o.block_len = sh.L;
+    o.eps = 1e-6;
+    std::vector<Tensor> got, want;
+    for (bool f64 : {false, true}) {
+      std::vector<Tensor> leaves;
+      for (const Tensor& t : {q, k, v, mix}) leaves.push_back((f64 ? t.to(float64) : t).detach().requires_grad_());
+      Tensor out = mhla(leaves[0], leaves[1], leaves[2], leaves[3], o);
+      out.backward(f64 ? w.to(float64) : w);
+      std::vector<Tensor>& dst = f64 ? want : got;
+      dst.push_back(out);
+      for (const Tensor& l : leaves) dst.push_back(l.grad());
+    }
+    for (size_t i = 0; i < got.size(); ++i) {  // out, dq, dk, dv, dmix
+      CAPTURE(i);
+      const double err = max(abs(got[i].to(float64) - want[i])).item() / max(abs(want[i])).item();
+      CHECK(err <= 2e-5);  // measured: 1e-7 .. 2e-6 (dmix sums 2·3 pairs of 272-long dots)
+    }
+  }
+}
+
+TEST_CASE("mhla: the CPU's fused kernels refuse the causal form and mismatched outputs, naming the op") {
+  Tensor q = randn64({2, 8, 3}, 95, false), v = randn64({2, 8, 4}, 96, false), mix = ones({2, 2}, float64);
+  Tensor out = empty({2, 8, 4}, float64), s = empty({2, 2, 3, 5}, float64), sh = empty({2, 2, 3, 5}, float64),
+         r = empty({2, 8}, float64);
+  Backend::MHLAArgs a;
+  a.block_len = 4;
+  a.eps = 1e-3;  // φ = relu + eps: positive normalisers
+  Backend& cpu = backend(Device::cpu());
+  a.causal = true;
+  CHECK_THROWS_WITH_AS(cpu.mhla_forward(q, q, v, mix, a, out, s, sh, r), doctest::Contains("[mhla_forward]"), Error);
+  a.causal = false;
+  CHECK_THROWS_WITH_AS(cpu.mhla_forward(q, q, v, mix, a, out, s, empty({2, 2, 3, 4}, float64), r),
+                       doctest::Contains("[mhla_forward]"), Error);
+  CHECK_THROWS_WITH_AS(cpu.mhla_forward(q, q, v, mix, a, out, s, sh, empty({2, 8}, float32)),
+                       doctest::Contains("[mhla_forward]"), Error);
+  cpu.mhla_forward(q, q, v, mix, a, out, s, sh, r);  // the same call with matching outputs runs
+  CHECK(std::isfinite(sum(out).item()));
+}
