@@ -1,8 +1,9 @@
 // Optimizer steps (nn/optim.cpp): one fused loop per parameter, reading each element once; and
 // the sum of squares behind clip_grad_norm_.
 //
-// Elements are independent, so a parameter beyond kParallelMin elements is split over all threads
-// and the result does not depend on the thread count. The scalars are cast to the parameter's
+// Elements are independent, so a parameter beyond kParallelMin elements is split over all threads,
+// smaller ones run side by side on different threads, and the result does not depend on the
+// thread count. The scalars are cast to the parameter's
 // dtype first and the arithmetic stays in that dtype, as in PyTorch's float32 optimizers.
 #include <cmath>
 
@@ -39,27 +40,41 @@ void adamw_loop(T* p, const T* g, T* m, T* v, int64_t n, T decay, T beta1, T bet
   }
 }
 
+// f(param) for every parameter: the small ones (most of a small model's, each under kParallelMin
+// elements) spread over the threads, one parameter per thread at a time, the big ones after them
+// split over all threads inside their loop. Measured on the char-GPT (60 parameters, 810k
+// elements): the step took 3.7 ms with every parameter on one thread, at 6 GB/s.
+template <class P, class F>
+void for_each_param(const std::vector<P>& params, F f) {
+  const int64_t n = static_cast<int64_t>(params.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t i = 0; i < n; ++i)
+    if (params[i].param.numel() <= kParallelMin) f(params[i]);
+  for (const P& p : params)
+    if (p.param.numel() > kParallelMin) f(p);
+}
+
 }  // namespace
 
 void CpuBackend::adamw_step(const std::vector<AdamWParam>& params, double beta1, double beta2, double eps) {
-  for (const AdamWParam& a : params) {
-    fused_checks::adamw(a, DeviceType::CPU);
+  for (const AdamWParam& a : params) fused_checks::adamw(a, DeviceType::CPU);  // throws before anything moves
+  for_each_param(params, [&](const AdamWParam& a) {
     dispatch_floating(a.param.dtype(), "adamw_step", [&]<class T>() {
       adamw_loop<T>(a.param.data<T>(), a.grad.data<T>(), a.exp_avg.data<T>(), a.exp_avg_sq.data<T>(),
                     a.param.numel(), T(a.decay), T(beta1), T(beta2), T(a.step_size), T(a.sqrt_bc2), T(eps));
     });
-  }
+  });
 }
 
 void CpuBackend::sgd_step(const std::vector<SgdParam>& params, double momentum, bool nesterov) {
-  for (const SgdParam& s : params) {
-    fused_checks::sgd(s, DeviceType::CPU);
+  for (const SgdParam& s : params) fused_checks::sgd(s, DeviceType::CPU);
+  for_each_param(params, [&](const SgdParam& s) {
     dispatch_floating(s.param.dtype(), "sgd_step", [&]<class T>() {
       T* buf = s.momentum_buffer.defined() ? s.momentum_buffer.data<T>() : nullptr;
       sgd_loop<T>(s.param.data<T>(), s.grad.data<T>(), buf, s.param.numel(), T(s.lr), T(s.weight_decay),
                   T(momentum), nesterov, s.first);
     });
-  }
+  });
 }
 
 void CpuBackend::sum_squares(const Tensor& x, const Tensor& out) {
