@@ -62,10 +62,15 @@ Tensor features_in_chunks(const Tensor& x, int64_t M, const MHLAOptions& opts) {
 // strictly lower-triangular, so Y = W_s X (or W_sᵀ X) has zero blocks: rows are cut into kTiles
 // tiles and tile r multiplies only the columns that can be nonzero (~half the work of one
 // full GEMM). `mixer` is s·W_s already masked; X is [M, F] with F = B·H·d·dv; Y is [M, F].
-constexpr int64_t kTiles = 8;
+// Under kTileMin chunks the product is one GEMM: with a handful of rows each tile is a
+// memory-bound [1..2, k] x [k, F] product run on one thread (the char-GPT's 4 chunks: 2-8 GFLOP/s,
+// about 3 ms of a 55 ms step in these and lower_gram's), and the zero blocks cost little.
+constexpr int64_t kTiles = 8, kTileMin = 32;
+
+int64_t tile_rows(int64_t M) { return M < kTileMin ? M : (M + kTiles - 1) / kTiles; }
 
 Tensor mix_chunks(const Tensor& mixer, const Tensor& x, bool transposed) {
-  const int64_t M = x.size(0), tile = (M + kTiles - 1) / kTiles;
+  const int64_t M = x.size(0), tile = tile_rows(M);
   const Tensor w = transposed ? mixer.t() : mixer;
   Tensor y = empty(x.shape(), x.dtype(), x.device());
   for (int64_t r0 = 0; r0 < M; r0 += tile) {
@@ -78,7 +83,7 @@ Tensor mix_chunks(const Tensor& mixer, const Tensor& x, bool transposed) {
 
 // strict_lower(U Sᵀ) for U, S [M, F], tile by tile like mix_chunks.
 Tensor lower_gram(const Tensor& u, const Tensor& s) {
-  const int64_t M = u.size(0), tile = (M + kTiles - 1) / kTiles;
+  const int64_t M = u.size(0), tile = tile_rows(M);
   Tensor g = zeros({M, M}, Options(u.dtype(), u.device()));
   for (int64_t r0 = 0; r0 < M; r0 += tile) {
     const int64_t r1 = std::min(M, r0 + tile);
