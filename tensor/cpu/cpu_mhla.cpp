@@ -10,8 +10,6 @@
 //             dW = Σ_pairs dŜ'_flat S'_flatᵀ,  dS' = Wᵀ dŜ',  dφK_j = V'_j dS'_jᵀ,
 //             dV_j = φ(K_j) dS'_j[:, :dv],  then φ'.
 // The causal form stays on the composition (has_fused_mhla(true) is false on the CPU).
-#include <omp.h>
-
 #include <algorithm>
 #include <vector>
 

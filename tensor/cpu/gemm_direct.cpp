@@ -6,11 +6,12 @@
 #include <algorithm>
 #include <vector>
 
+#include "linea/tensor/cpu/gemm_direct_kernel.h"
 #include "linea/tensor/error.h"
 
 namespace linea::cpu {
 
-// Defined in the per-ISA files; `bt` is scratch for 128·N floats.
+// Defined in the per-ISA files; `bt` is scratch for KC·N floats.
 void gemm_direct_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
                         const float* b, int64_t ldb, float* c, int64_t ldc, float* bt);
 void gemm_direct_avx2(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
@@ -52,7 +53,7 @@ void gemm_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float*
                                              : isa == DirectIsa::Avx2 && has_direct_gemm();
   LINEA_CHECK(runs, "[gemm_direct] this CPU does not run the requested kernel");
   thread_local std::vector<float> bt;  // a transposed b's block, row-major; kept, so no allocation per call
-  if (tb) bt.resize(std::max(bt.size(), size_t(128 * N)));
+  if (tb) bt.resize(std::max(bt.size(), size_t(direct_kernel::KC * N)));
   if (isa == DirectIsa::Avx512) gemm_direct_avx512(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, bt.data());
   else gemm_direct_avx2(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, bt.data());
 }

@@ -1,6 +1,6 @@
 // The direct gemm's kernel, written once over a vector type (gemm_direct.h says what it does and
-// why). Included only by gemm_direct_avx512.cpp and gemm_direct_avx2.cpp, each compiled for its own
-// instruction set with a traits struct `Vec`:
+// why). Instantiated only by gemm_direct_avx512.cpp and gemm_direct_avx2.cpp (gemm_direct.cpp reads
+// KC for the scratch size), each compiled for its own instruction set with a traits struct `Vec`:
 //   Vec::reg  the register type; Vec::W its lanes; Vec::mask a lane mask for a row's tail
 //   zero(), load(p), load(p, m), set1(x), fma(a, b, c), add(a, b), store(p, v), store(p, m, v)
 //   tail_mask(n): the first n lanes (1 <= n <= W)
