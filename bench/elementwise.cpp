@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
       {"mul x*w (row broadcast)", 2 * mat + vec, [&] { (void)(x * w); }},
       {"add xw+b (row broadcast)", 2 * mat + vec, [&] { (void)(xw + b); }},
       {"gelu erf", 2 * mat, [&] { (void)gelu(h); }},
+      {"gelu erf backward", 3 * mat, [&] { (void)activation_backward(BinaryOp::GeluErfBackward, x, h); }},
       {"gelu tanh", 2 * mat, [&] { (void)gelu(h, GeluApprox::Tanh); }},
       {"relu", 2 * mat, [&] { (void)relu(h); }},
       {"chain gelu(x*w+b)", 6 * mat + 2 * vec, [&] { (void)gelu(x * w + b); }},

@@ -212,8 +212,9 @@ struct CudaMath {
   static __device__ __forceinline__ double sqrt(double x) { return ::sqrt(x); }
   static __device__ __forceinline__ float tanh(float x) { return tanhf(x); }
   static __device__ __forceinline__ double tanh(double x) { return ::tanh(x); }
-  static __device__ __forceinline__ float erfc(float x) { return erfcf(x); }
-  static __device__ __forceinline__ double erfc(double x) { return ::erfc(x); }
+  // erfc(z), z >= 0; the e = exp(-z^2) the CPU's version multiplies in goes unused here.
+  static __device__ __forceinline__ float erfc_tail(float z, float) { return erfcf(z); }
+  static __device__ __forceinline__ double erfc_tail(double z, double) { return ::erfc(z); }
   static __device__ __forceinline__ float pow(float x, float y) { return powf(x, y); }
   static __device__ __forceinline__ double pow(double x, double y) { return ::pow(x, y); }
 };

@@ -6,9 +6,10 @@
 // Plain C++ with no fmt and no Tensor: nvcc compiles it too. A formula is an expression in
 //   v (unary) or a, b (binary): the elements, of type T
 //   p0, p1: the op's two double parameters, converted to T (clamp's bounds, pow's exponent)
-//   M: the device's libm, M::exp, M::log, M::log1p, M::sqrt, M::tanh, M::erfc, M::pow. The CPU
-//      passes its vectorisable float32 exp/erfc (vec_math.h), CUDA its expf/erfcf, so the two
-//      agree to a few ulp in float32 and exactly where both call the same libm function.
+//   M: the device's libm, M::exp, M::log, M::log1p, M::sqrt, M::tanh, M::pow, and
+//      M::erfc_tail(z, e) = erfc(z) for z >= 0 where the caller already holds e = exp(-z^2). The
+//      CPU passes its vectorisable float32 exp and erfc (vec_math.h), CUDA its expf/erfcf, so the
+//      two agree to a few ulp in float32 and exactly where both call the same libm function.
 #pragma once
 #include <type_traits>
 
@@ -78,10 +79,20 @@ LINEA_HD T gelu_tanh_grad(T v) {
   return s + (ds == T(0) ? T(0) : T(2) * v * ds * k * (T(1) + T(3) * c * v * v));
 }
 
+// The standard normal's Phi(x), given e = exp(-x^2/2), which GELU's derivative needs anyway for
+// phi(x) = e / sqrt(2 pi). The left tail Phi(-|x|) = erfc(|x|/sqrt2)/2 keeps the far negative
+// side accurate, where 1 + erf(x/sqrt2) would cancel to 0; and the CPU's erfc reuses e.
+template <class M, class T>
+LINEA_HD T normal_cdf(T v, T e) {
+  const T tail = T(0.5) * M::erfc_tail(abs(v) * T(kInvSqrt2), e);
+  return v < T(0) ? tail : T(1) - tail;
+}
+
 // d/dx x Phi(x) = Phi(x) + x phi(x)
 template <class M, class T>
 LINEA_HD T gelu_erf_grad(T v) {
-  return T(0.5) * M::erfc(-v * T(kInvSqrt2)) + v * T(kInvSqrt2Pi) * M::exp(T(-0.5) * v * v);
+  const T e = M::exp(T(-0.5) * v * v);
+  return normal_cdf<M>(v, e) + v * T(kInvSqrt2Pi) * e;
 }
 
 template <class M, class T>
@@ -105,9 +116,7 @@ LINEA_HD T silu_grad(T v) {
   X(Sigmoid, "sigmoid", Floating, op_math::sigmoid<M>(v))                                          \
   X(Relu, "relu", Integer, v > T(0) ? v : T(0))                                                    \
   X(GeluTanh, "gelu", Floating, v * op_math::gelu_tanh_sigmoid<M>(v))                              \
-  /* x Phi(x), Phi(x) = erfc(-x/sqrt2)/2: erfc keeps the far negative tail accurate, where */      \
-  /* 1 + erf(x/sqrt2) would cancel to 0 */                                                         \
-  X(GeluErf, "gelu", Floating, T(0.5) * v * M::erfc(-v * T(op_math::kInvSqrt2)))                   \
+  X(GeluErf, "gelu", Floating, v * op_math::normal_cdf<M>(v, M::exp(T(-0.5) * v * v)))              \
   X(Silu, "silu", Floating, v * op_math::sigmoid<M>(v))                                            \
   X(Abs, "abs", Integer, op_math::abs(v))                                                          \
   X(Sign, "sign", Integer, op_math::sign(v))                                                       \

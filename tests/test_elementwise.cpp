@@ -136,6 +136,35 @@ TEST_CASE("sigmoid, silu, gelu and softplus stay finite and exact at large |x|")
   }
 }
 
+// Phi(x) far left is a tiny number: 1 + erf(x/sqrt2) would cancel there and lose every digit, the
+// erfc tail keeps ~6 (vec_math.h documents < 4e-6 relative in float32 down to where Phi underflows).
+TEST_CASE("gelu (erf) and its derivative in float32 match float64 to relative 1e-5, far left tail included") {
+  std::vector<double> xs;
+  for (double v = -12.5; v <= 6; v += 0.0137) xs.push_back(v);
+  const Tensor x64 = from_vector<double>(xs).requires_grad_();
+  const Tensor x32 = x64.detach().to(float32).requires_grad_();
+  sum(gelu(x64)).backward();
+  sum(gelu(x32)).backward();
+  const std::vector<double> y64 = gelu(x64).to_vector(), y32 = gelu(x32).to_vector();
+  const std::vector<double> d64 = x64.grad().to_vector(), d32 = x32.grad().to_vector();
+  const auto ref = [](double v) { return 0.5 * v * std::erfc(-v / std::sqrt(2.0)); };
+  const auto dref = [](double v) {
+    return 0.5 * std::erfc(-v / std::sqrt(2.0)) + v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+  };
+  int tail = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    CAPTURE(xs[i]);
+    CHECK(std::abs(y64[i] - ref(xs[i])) <= 1e-13 * std::abs(ref(xs[i])));
+    CHECK(std::abs(d64[i] - dref(xs[i])) <= 1e-12 * std::abs(dref(xs[i])) + 1e-15);
+    const double v = static_cast<float>(xs[i]);  // float32 at its own (rounded) input
+    if (std::abs(ref(v)) < 1e-30) continue;      // float32 Phi underflows below x ~ -13
+    tail += v < -6;
+    CHECK(std::abs(y32[i] - ref(v)) <= 1e-5 * std::abs(ref(v)));
+    CHECK(std::abs(d32[i] - dref(v)) <= 1e-5 * std::abs(dref(v)) + 1e-7);  // d crosses 0 near x = -0.75
+  }
+  CHECK(tail > 300);  // the comparison reached the far tail, where values are below 1e-8
+}
+
 // ---------------------------------------------------------------------------------------------
 // binary
 

@@ -79,7 +79,10 @@ T param(double v) {
 // which GCC vectorises (libm's are scalar calls); everything else, and float64, is libm.
 struct CpuMath {
   template <class T> static T exp(T v) { return vexp(v); }
-  template <class T> static T erfc(T v) { return verfc(v); }
+  template <class T> static T erfc_tail(T z, T e) {
+    if constexpr (std::is_same_v<T, float>) return e * erfcx_f32(z);
+    else return std::erfc(z);
+  }
   template <class T> static T log(T v) { return std::log(v); }
   template <class T> static T log1p(T v) { return std::log1p(v); }
   template <class T> static T sqrt(T v) { return std::sqrt(v); }
