@@ -62,6 +62,25 @@ MhlaOperand plain(const Tensor& x, bool ones_column) {
   return {x.data_ptr(), w, ones_column ? w + 1 : w, FeatureMap::Identity, 0, nullptr, nullptr};
 }
 
+// The kernels of mhla.cu read and write [BH, N, e] contiguous rows. A per-token tensor in another
+// layout (the heads of a [B, N, H·e] projection, say) goes through a packed copy.
+Tensor packed(CudaBackend& be, const Tensor& x) {
+  const Shape rows{x.size(0) * x.size(1), x.size(2), x.size(3)};
+  if (x.is_contiguous()) return x.view(rows);
+  Tensor c = scratch(x.shape(), x);
+  be.copy(x, c);
+  return c.view(rows);
+}
+// Where a kernel writes a per-token result: dst itself when contiguous, else a packed scratch
+// that unpack() then copies into dst.
+Tensor packed_out(const Tensor& dst) {
+  const Shape rows{dst.size(0) * dst.size(1), dst.size(2), dst.size(3)};
+  return dst.is_contiguous() ? dst.view(rows) : scratch(rows, dst);
+}
+void unpack(CudaBackend& be, const Tensor& result, const Tensor& dst) {
+  if (!dst.is_contiguous()) be.copy(result.view(dst.shape()), dst);
+}
+
 // The causal mixer s·W_strict (the part of W that mixes earlier chunks' summaries).
 Tensor strict_lower(const Tensor& mix, double scale) {
   Tensor m = scratch(mix.shape(), mix);
@@ -72,13 +91,16 @@ Tensor strict_lower(const Tensor& mix, double scale) {
 
 }  // namespace
 
-void CudaBackend::mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
-                               const MHLAArgs& a, const Tensor& out, const Tensor& s, const Tensor& sh,
+void CudaBackend::mhla_forward(const Tensor& q_rows, const Tensor& k_rows, const Tensor& v_rows, const Tensor& mix,
+                               const MHLAArgs& a, const Tensor& out_rows, const Tensor& s, const Tensor& sh,
                                const Tensor& r) {
-  const Dims g = check("mhla_forward", q, k, v, mix, a);
-  const DType t = q.dtype();
-  for (const Tensor* x : {&out, &s, &sh}) arg(*x, "mhla_forward");  // all on a CUDA device
+  const Dims g = check("mhla_forward", q_rows, k_rows, v_rows, mix, a);
+  fused_checks::mhla_rows("mhla_forward", "out", out_rows, g, g.dv, q_rows.dtype());
+  const DType t = q_rows.dtype();
+  for (const Tensor* x : {&out_rows, &s, &sh}) arg(*x, "mhla_forward");  // all on a CUDA device
   if (g.BH == 0) return;  // no pairs: nothing to write, and an empty grid is not a valid launch
+  const Tensor q = packed(*this, q_rows), k = packed(*this, k_rows), v = packed(*this, v_rows);
+  const Tensor out = packed_out(out_rows);
   if (!a.causal) {
     // S' = φ(K)ᵀ[V | 1] per block; Ŝ' = W S'; per token u = φ(q) Ŝ'_i, o = u[:dv] / (u[dv] + eps).
     launch_mhla_summaries(t, features(k, a), plain(v, true), s.data_ptr(), g.BH, g.N, g.L);
@@ -89,6 +111,7 @@ void CudaBackend::mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v
                       MhlaEpilogue::Normalise, out.data_ptr(), r.data_ptr(), nullptr, a.feature_map, a.eps, g.BH,
                       g.N, g.L);
     check_launch("mhla_apply");
+    unpack(*this, out, out_rows);
     return;
   }
   // Causal (spec §3): S_j = φ(K_j)ᵀ V_j; s·P = (s·W_strict) S; O_i = Q̂_i (s·P_i) + s·W_ii tril(Q̂_i K̂_iᵀ) V_i.
@@ -99,22 +122,34 @@ void CudaBackend::mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v
                          a.feature_map, a.eps, out.data_ptr(), g.BH, g.N, g.L, static_cast<int>(g.d),
                          static_cast<int>(g.dv));
   check_launch("mhla_causal_out");
+  unpack(*this, out, out_rows);
 }
 
-void CudaBackend::mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
-                                const MHLAArgs& a, const Tensor& out, const Tensor& s, const Tensor& sh,
-                                const Tensor& r, const Tensor& grad, const Tensor& dq, const Tensor& dk,
-                                const Tensor& dv, const Tensor& dmix) {
-  const Dims g = check("mhla_backward", q, k, v, mix, a);
-  const DType t = q.dtype();
-  LINEA_CHECK(grad.shape() == out.shape() && grad.dtype() == q.dtype() && grad.is_contiguous(),
-              "[mhla_backward] grad {} ({}) must be contiguous and match out {} ({})", shape_str(grad.shape()),
-              grad.dtype(), shape_str(out.shape()), q.dtype());
-  for (const Tensor* x : {&out, &s, &sh, &grad, &dq, &dk, &dv, &dmix}) arg(*x, "mhla_backward");
+void CudaBackend::mhla_backward(const Tensor& q_rows, const Tensor& k_rows, const Tensor& v_rows, const Tensor& mix,
+                                const MHLAArgs& a, const Tensor& out_rows, const Tensor& s, const Tensor& sh,
+                                const Tensor& r, const Tensor& grad_rows, const Tensor& dq_rows,
+                                const Tensor& dk_rows, const Tensor& dv_rows, const Tensor& dmix) {
+  const char* op = "mhla_backward";
+  const Dims g = check(op, q_rows, k_rows, v_rows, mix, a);
+  const DType t = q_rows.dtype();
+  fused_checks::mhla_rows(op, "out", out_rows, g, g.dv, t);
+  fused_checks::mhla_rows(op, "grad", grad_rows, g, g.dv, t);
+  fused_checks::mhla_rows(op, "dq", dq_rows, g, g.d, t);
+  fused_checks::mhla_rows(op, "dk", dk_rows, g, g.d, t);
+  fused_checks::mhla_rows(op, "dv", dv_rows, g, g.dv, t);
+  for (const Tensor* x : {&out_rows, &s, &sh, &grad_rows, &dq_rows, &dk_rows, &dv_rows, &dmix}) arg(*x, op);
   if (g.BH == 0) {  // no pairs: dmix is an empty sum, and an empty grid is not a valid launch
     fill(dmix, 0);
     return;
   }
+  const Tensor q = packed(*this, q_rows), k = packed(*this, k_rows), v = packed(*this, v_rows);
+  const Tensor out = packed(*this, out_rows), grad = packed(*this, grad_rows);
+  const Tensor dq = packed_out(dq_rows), dk = packed_out(dk_rows), dv = packed_out(dv_rows);
+  const auto unpack_all = [&] {
+    unpack(*this, dq, dq_rows);
+    unpack(*this, dk, dk_rows);
+    unpack(*this, dv, dv_rows);
+  };
   const int d = static_cast<int>(g.d), dvi = static_cast<int>(g.dv);
   if (!a.causal) {
     // dU' = [G / r | δ], δ = −rowsum(G∘O) / r (spec §5.1, augmented form).
@@ -142,6 +177,7 @@ void CudaBackend::mhla_backward(const Tensor& q, const Tensor& k, const Tensor& 
     launch_mhla_apply(t, features(k, a), ds.data_ptr(), g.block(), g.dv + 1, 1, dvi, MhlaEpilogue::Store,
                       dv.data_ptr(), nullptr, nullptr, a.feature_map, a.eps, g.BH, g.N, g.L);
     check_launch("mhla_apply");
+    unpack_all();
     return;
   }
   // Causal (spec §5.3): U_i = Q̂_iᵀ G_i; dS = (s·W_strict)ᵀ U; dW_strict = s·Σ_pairs U_flat S_flatᵀ
@@ -164,6 +200,7 @@ void CudaBackend::mhla_backward(const Tensor& q, const Tensor& k, const Tensor& 
   launch_mhla_causal_dkv(t, q.data_ptr(), k.data_ptr(), v.data_ptr(), grad.data_ptr(), ds.data_ptr(), mix.data_ptr(),
                          a.scale, a.feature_map, a.eps, dk.data_ptr(), dv.data_ptr(), g.BH, g.N, g.L, d, dvi);
   check_launch("mhla_causal_dkv");
+  unpack_all();
 }
 
 }  // namespace linea::cuda

@@ -42,7 +42,8 @@ Tensor QKVAttention::forward(const Tensor& x) {
     return y.view({B, N, heads_, hd}).transpose(1, 2);
   };
   Tensor o = attend(project(0), project(1), project(2));
-  return proj->forward(o.transpose(1, 2).reshape({B, N, dim_}));  // merging heads copies once
+  // Merging the heads is a view when attend() wrote o token-major (MHLA's fused kernels), else one copy.
+  return proj->forward(o.transpose(1, 2).reshape({B, N, dim_}));
 }
 
 // ---- MultiHeadAttention, LinearAttention ----

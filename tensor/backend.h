@@ -142,8 +142,10 @@ class Backend {
   // Multi-head linear attention as the device's own kernels instead of a composition of GEMMs
   // and elementwise ops. CUDA has both forms; the CPU the non-causal one (tensor/cpu/cpu_mhla.cpp:
   // one (batch, head) pair at a time in cache), its causal form is the composition of mhla_causal.cpp.
-  // Shapes (BH = batch × heads flattened, M = ceil(N / block_len) blocks, all contiguous, one
-  // floating dtype): q, k [BH, N, d]; v [BH, N, dv]; mix [M, M]; out [BH, N, dv].
+  // Shapes (M = ceil(N / block_len) blocks, one floating dtype): q, k [B, H, N, d]; v [B, H, N, dv];
+  // out [B, H, N, dv]; mix [M, M] contiguous. The per-token tensors (q, k, v, out, and grad, dq,
+  // dk, dv below) need unit stride along the last dim only: the heads of a [B, N, H·e] projection
+  // are read and written in place, with no head split or merge copies. BH = B·H pairs.
   // φ (feature_map) is applied by the kernels; the last block's padding is implicit. The
   // official_normalizer variant is not offered here (it stays on the GEMM path).
   struct MHLAArgs {
@@ -162,8 +164,8 @@ class Backend {
   //               r is not used (pass an undefined tensor)
   virtual void mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
                             const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r);
-  // From grad = dL/dout [BH, N, dv] (contiguous) and the forward's tensors, writes dq, dk, dv and
-  // dmix (fresh, contiguous; dmix sums over all pairs, deterministically).
+  // From grad = dL/dout [B, H, N, dv] and the forward's tensors, writes dq, dk, dv (shaped like q,
+  // k, v, any layout as above) and dmix (contiguous; it sums over all pairs, deterministically).
   virtual void mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
                              const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r,
                              const Tensor& grad, const Tensor& dq, const Tensor& dk, const Tensor& dv,

@@ -102,30 +102,41 @@ inline void cumsum(const Tensor& x, const Tensor& out, int64_t outer, int64_t n,
               "[cumsum] supports float32, float64 and int64, got {}", x.dtype());
 }
 
-// The fused MHLA kernels (backend.h, "fused MHLA"): q, k [BH, N, d] and v [BH, N, dv], contiguous,
-// with mix [M, M] of one floating dtype, M = ceil(N / block_len).
+// The fused MHLA kernels (backend.h, "fused MHLA"): q, k [B, H, N, d] and v [B, H, N, dv] with
+// unit stride along the last dim (rows at any strides: the heads of a [B, N, H·e] projection are
+// read in place), and mix [M, M] contiguous, of one floating dtype, M = ceil(N / block_len).
 struct MhlaDims {
-  int64_t BH, N, d, dv, L, M;
+  int64_t B, H, BH, N, d, dv, L, M;
   int64_t block() const { return d * (dv + 1); }                   // elements of one summary S'_j
   int64_t rows(int64_t j) const { return N - j * L < L ? N - j * L : L; }  // tokens of block j
 };
+
+// A per-token operand or result: [B, H, N, e] with unit stride along e.
+inline void mhla_rows(const char* op, const char* what, const Tensor& t, const MhlaDims& g, int64_t e,
+                      DType dtype) {
+  LINEA_CHECK(t.shape() == Shape({g.B, g.H, g.N, e}) && t.dtype() == dtype && t.strides()[3] == 1,
+              "[{}] {} must be {} [{}, {}, {}, {}] with unit stride along the last dim, got {} {} (strides {})", op,
+              what, dtype, g.B, g.H, g.N, e, t.dtype(), shape_str(t.shape()), shape_str(t.strides()));
+}
+
 inline MhlaDims mhla(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
                      const Backend::MHLAArgs& a) {
-  LINEA_CHECK(q.dim() == 3 && k.shape() == q.shape() && v.dim() == 3 && v.size(0) == q.size(0) &&
-                  v.size(1) == q.size(1),
-              "[{}] expected q, k [BH, N, d] and v [BH, N, dv], got {} / {} / {}", op, shape_str(q.shape()),
+  LINEA_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.dim() == 4 && v.size(0) == q.size(0) &&
+                  v.size(1) == q.size(1) && v.size(2) == q.size(2),
+              "[{}] expected q, k [B, H, N, d] and v [B, H, N, dv], got {} / {} / {}", op, shape_str(q.shape()),
               shape_str(k.shape()), shape_str(v.shape()));
   LINEA_CHECK(is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype() && mix.dtype() == q.dtype(),
               "[{}] q, k, v, mix must share float32 or float64, got {} / {} / {} / {}", op, q.dtype(), k.dtype(),
               v.dtype(), mix.dtype());
-  LINEA_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && mix.is_contiguous(),
-              "[{}] the fused kernels take contiguous q, k, v, mix", op);
-  MhlaDims g{q.size(0), q.size(1), q.size(2), v.size(2), a.block_len, 0};
+  MhlaDims g{q.size(0), q.size(1), q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), a.block_len, 0};
   LINEA_CHECK(g.N > 0 && g.d > 0 && g.dv > 0 && g.L > 0, "[{}] empty input or block_len <= 0: q {}, block_len {}", op,
               shape_str(q.shape()), g.L);
+  mhla_rows(op, "q", q, g, g.d, q.dtype());
+  mhla_rows(op, "k", k, g, g.d, q.dtype());
+  mhla_rows(op, "v", v, g, g.dv, q.dtype());
   g.M = (g.N + g.L - 1) / g.L;
-  LINEA_CHECK(mix.dim() == 2 && mix.size(0) == g.M && mix.size(1) == g.M, "[{}] mix must be [{}, {}], got {}", op,
-              g.M, g.M, shape_str(mix.shape()));
+  LINEA_CHECK(mix.dim() == 2 && mix.size(0) == g.M && mix.size(1) == g.M && mix.is_contiguous(),
+              "[{}] mix must be contiguous [{}, {}], got {}", op, g.M, g.M, shape_str(mix.shape()));
   return g;
 }
 

@@ -86,6 +86,31 @@ TEST_CASE("mhla: non-contiguous inputs (q, k, v as transposed views of [B, N, H,
   CHECK(allclose(mhla(q, k, v, mix, o), check::mhla_quadratic(q, k, v, mix, o), 1e-12, 1e-10));
 }
 
+// The fused kernels read the heads where the projection put them and write the output and the
+// input gradients in that layout, so merging the heads ([B, H, N, dv] -> [B, N, H·dv]) is a view.
+TEST_CASE("mhla: heads of a [B, N, H, e] projection: fused == composite, output and gradients token-major") {
+  const Case c{2, 3, 10, 4, 3, 5};
+  Generator gen(37);
+  const Inputs in{randn64({c.B, c.N, c.H, c.d}, 34).transpose(1, 2), randn64({c.B, c.N, c.H, c.d}, 35).transpose(1, 2),
+                  randn64({c.B, c.N, c.H, c.dv}, 36).transpose(1, 2), (rand({3, 3}, gen, float64) + 0.1)};
+  const MHLAOptions o = options(c, FeatureMap::ReluEps);
+  const Tensor out = mhla(in.q, in.k, in.v, in.mix, o);
+  CHECK(allclose(out, mhla_composite(in.q, in.k, in.v, in.mix, o), 1e-12, 1e-12));
+  CHECK(out.transpose(1, 2).is_contiguous());  // the head merge is a view
+  // Gradients of strided inputs, fed a gradient in the merged layout (as the projection sends it).
+  std::vector<Tensor> leaves;
+  for (const Tensor& t : {in.q, in.k, in.v, in.mix}) leaves.push_back(t.detach().requires_grad_());
+  const Tensor g_out = randn64({c.B, c.N, c.H, c.dv}, 38, false).transpose(1, 2);
+  mhla(leaves[0], leaves[1], leaves[2], leaves[3], o).backward(g_out);
+  std::vector<Tensor> comp_leaves;
+  for (const Tensor& t : {in.q, in.k, in.v, in.mix}) comp_leaves.push_back(t.detach().requires_grad_());
+  mhla_composite(comp_leaves[0], comp_leaves[1], comp_leaves[2], comp_leaves[3], o).backward(g_out);
+  for (size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(allclose(leaves[i].grad(), comp_leaves[i].grad(), 1e-10, 1e-10));
+  }
+}
+
 TEST_CASE("mhla: fused backward == composite (autograd) backward to 1e-10") {
   for (const Case& c : kCases)
     for (FeatureMap fm : kMaps) {
@@ -238,8 +263,8 @@ TEST_CASE("mhla: the CPU's fused kernels in float32 (the ViT's blocks, and a sho
 }
 
 TEST_CASE("mhla: the CPU's fused kernels refuse the causal form and mismatched outputs, naming the op") {
-  Tensor q = randn64({2, 8, 3}, 95, false), v = randn64({2, 8, 4}, 96, false), mix = ones({2, 2}, float64);
-  Tensor out = empty({2, 8, 4}, float64), s = empty({2, 2, 3, 5}, float64), sh = empty({2, 2, 3, 5}, float64),
+  Tensor q = randn64({1, 2, 8, 3}, 95, false), v = randn64({1, 2, 8, 4}, 96, false), mix = ones({2, 2}, float64);
+  Tensor out = empty({1, 2, 8, 4}, float64), s = empty({2, 2, 3, 5}, float64), sh = empty({2, 2, 3, 5}, float64),
          r = empty({2, 8}, float64);
   Backend::MHLAArgs a;
   a.block_len = 4;
@@ -252,6 +277,11 @@ TEST_CASE("mhla: the CPU's fused kernels refuse the causal form and mismatched o
                        doctest::Contains("[mhla_forward]"), Error);
   CHECK_THROWS_WITH_AS(cpu.mhla_forward(q, q, v, mix, a, out, s, sh, empty({2, 8}, float32)),
                        doctest::Contains("[mhla_forward]"), Error);
+  // Per-token tensors need unit stride along their last dim.
+  CHECK_THROWS_WITH_AS(cpu.mhla_forward(q, q, v, mix, a, empty({1, 2, 4, 8}, float64).transpose(2, 3), s, sh, r),
+                       doctest::Contains("[mhla_forward] out must be float64 [1, 2, 8, 4] with unit stride"), Error);
+  CHECK_THROWS_WITH_AS(cpu.mhla_forward(q.transpose(2, 3).contiguous().transpose(2, 3), q, v, mix, a, out, s, sh, r),
+                       doctest::Contains("[mhla_forward] q must be"), Error);
   cpu.mhla_forward(q, q, v, mix, a, out, s, sh, r);  // the same call with matching outputs runs
   CHECK(std::isfinite(sum(out).item()));
 }

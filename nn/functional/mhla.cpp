@@ -145,38 +145,50 @@ bool device_kernels(const Tensor& q, const MHLAOptions& opts) {
   return !opts.official_normalizer && backend(q.device()).has_fused_mhla(opts.causal);
 }
 
-// What the device's backward reads: the inputs as [B·H, N, e] (contiguous), the output, the
+// What the device's backward reads: the inputs (as the caller laid them out), the output, the
 // summaries S' (causal: S), the mixed Ŝ' (causal: s·P) and the normaliser r (non-causal only).
 struct DeviceSaved {
   Tensor q, k, v, mix, out, s, sh, r;
   auto tensors() { return std::tie(q, k, v, mix, out, s, sh, r); }
 };
 
+// A fresh [B, H, N, e] result laid out like x: token-major ([B, N, H, e] storage, seen through a
+// transpose) when x is the heads of a [B, N, H·e] projection, so that merging the heads after
+// attention, and the projection's backward before it, are views rather than copies.
+Tensor empty_rows_like(const Tensor& x, int64_t e) {
+  const int64_t B = x.size(0), H = x.size(1), N = x.size(2);
+  const Options o(x.dtype(), x.device());
+  if (H > 1 && N > 1 && x.strides()[2] > x.strides()[1]) return empty({B, N, H, e}, o.dtype, o.device).transpose(1, 2);
+  return empty({B, H, N, e}, o.dtype, o.device);
+}
+
+// The kernels read q, k, v, the output and its gradient through their strides (backend.h): the
+// heads stay where the projection put them.
 Tensor device_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& opts) {
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), d = q.size(3), dv = v.size(3), M = mix.size(0);
   const Backend::MHLAArgs args{opts.causal, opts.block_len, opts.feature_map, opts.eps,
                                opts.causal ? detail::causal_scale(q, opts) : 1.0};
   const Options o(q.dtype(), q.device());
-  auto pairs = [&](const Tensor& x) { return x.contiguous().view({B * H, N, x.size(3)}); };
+  auto rows = [](const Tensor& x) { return x.strides()[3] == 1 ? x : x.contiguous(); };
   return custom_function(
       "mhla", {q, k, v, mix},
       [&](const std::vector<Tensor>& in) {
-        Tensor q3 = pairs(in[0]), k3 = pairs(in[1]), v3 = pairs(in[2]), w = in[3].contiguous();
+        Tensor q4 = rows(in[0]), k4 = rows(in[1]), v4 = rows(in[2]), w = in[3].contiguous();
         const int64_t cols = opts.causal ? dv : dv + 1;  // S' = [S | z] carries the normaliser
-        Tensor out = empty({B * H, N, dv}, o.dtype, o.device), s = empty({B * H, M, d, cols}, o.dtype, o.device);
+        Tensor out = empty_rows_like(q4, dv), s = empty({B * H, M, d, cols}, o.dtype, o.device);
         Tensor sh = empty(s.shape(), o.dtype, o.device);
         Tensor r = opts.causal ? Tensor() : empty({B * H, N}, o.dtype, o.device);
-        backend(q.device()).mhla_forward(q3, k3, v3, w, args, out, s, sh, r);
-        const DeviceSaved sv{.q = q3, .k = k3, .v = v3, .mix = w, .out = out, .s = s, .sh = sh, .r = r};
-        return Forward{out.view({B, H, N, dv}), pack_saved(sv)};
+        backend(q.device()).mhla_forward(q4, k4, v4, w, args, out, s, sh, r);
+        const DeviceSaved sv{.q = q4, .k = k4, .v = v4, .mix = w, .out = out, .s = s, .sh = sh, .r = r};
+        return Forward{out, pack_saved(sv)};
       },
-      [args, o, B, H, N, d, dv](const std::vector<Tensor>& saved, const Tensor& grad) -> std::vector<Tensor> {
+      [args, o, dv](const std::vector<Tensor>& saved, const Tensor& grad) -> std::vector<Tensor> {
         const DeviceSaved sv = unpack_saved<DeviceSaved>(saved);
-        Tensor dq = empty({B * H, N, d}, o.dtype, o.device), dk = empty(dq.shape(), o.dtype, o.device);
-        Tensor dvv = empty({B * H, N, dv}, o.dtype, o.device), dmix = empty(sv.mix.shape(), o.dtype, o.device);
+        Tensor dq = empty_rows_like(sv.q, sv.q.size(3)), dk = empty_rows_like(sv.k, sv.k.size(3));
+        Tensor dvv = empty_rows_like(sv.v, dv), dmix = empty(sv.mix.shape(), o.dtype, o.device);
         backend(o.device).mhla_backward(sv.q, sv.k, sv.v, sv.mix, args, sv.out, sv.s, sv.sh, sv.r,
-                                        grad.contiguous().view({B * H, N, dv}), dq, dk, dvv, dmix);
-        return {dq.view({B, H, N, d}), dk.view({B, H, N, d}), dvv.view({B, H, N, dv}), dmix};
+                                        grad.strides()[3] == 1 ? grad : grad.contiguous(), dq, dk, dvv, dmix);
+        return {dq, dk, dvv, dmix};
       });
 }
 
