@@ -53,6 +53,12 @@ struct Rows {
   P* pair(int64_t bh) const { return p + (bh / H) * sb + (bh % H) * sh; }
 };
 
+// One row of e values between non-overlapping places (restrict: no aliasing check per row).
+template <class T>
+void copy_row(const T* __restrict src, T* __restrict dst, int64_t e) {
+  for (int64_t c = 0; c < e; ++c) dst[c] = src[c];
+}
+
 // Pairs bh0 .. bh0+n-1 as packed [N, e] blocks one after another: in place when x is contiguous,
 // else gathered into buf token by token, so that the heads of a [B, N, H·e] projection (n = H:
 // all heads of one batch) are read as one sequential sweep. Gathering each head on its own, rows
@@ -62,8 +68,7 @@ const T* gather(const Rows<const T>& x, int64_t bh0, int64_t n, int64_t N, std::
   if (x.contiguous) return x.pair(bh0);
   const T* src = x.pair(bh0);  // the pairs of one task share their batch: heads are sh apart
   for (int64_t t = 0; t < N; ++t)
-    for (int64_t h = 0; h < n; ++h)
-      for (int64_t c = 0; c < x.e; ++c) buf[(h * N + t) * x.e + c] = src[h * x.sh + t * x.ld + c];
+    for (int64_t h = 0; h < n; ++h) copy_row(src + h * x.sh + t * x.ld, buf.data() + (h * N + t) * x.e, x.e);
   return buf.data();
 }
 // Where the results of pairs bh0 .. bh0+n-1 are written: in place when contiguous, else into buf
@@ -77,8 +82,7 @@ void scatter(const Rows<T>& x, int64_t bh0, int64_t n, int64_t N, const std::vec
   if (x.contiguous) return;
   T* dst = x.pair(bh0);
   for (int64_t t = 0; t < N; ++t)
-    for (int64_t h = 0; h < n; ++h)
-      for (int64_t c = 0; c < x.e; ++c) dst[h * x.sh + t * x.ld + c] = buf[(h * N + t) * x.e + c];
+    for (int64_t h = 0; h < n; ++h) copy_row(buf.data() + (h * N + t) * x.e, dst + h * x.sh + t * x.ld, x.e);
 }
 template <class T>
 std::vector<T> buffer(bool contiguous, int64_t n) {
