@@ -59,9 +59,13 @@ TEST_CASE("softmax_attention equals softmax(QKᵀ)V in float64, causal or not, N
   }
 }
 
-TEST_CASE("softmax_attention backward equals the composed backward over many tiles") {
-  const int64_t N = 300;  // several query tiles (64) and key tiles (128), the last ones partial
+// The inputs are head splits of [B, N, H, d] tensors (non-contiguous views).
+TEST_CASE("softmax_attention backward equals the composed backward, one key tile or many") {
+  // 300: several query tiles (64) and key tiles (128), the last ones partial; 64: one of each
+  // (dq written directly rather than summed from per-thread parts).
+  for (int64_t N : {300, 64})
   for (bool causal : {false, true}) {
+    CAPTURE(N);
     CAPTURE(causal);
     Tensor q = strided64(1, 2, N, 6, 4), k = strided64(1, 2, N, 6, 5), v = strided64(1, 2, N, 7, 6);
     Tensor g = randn64({1, 2, N, 7}, 7, false);
