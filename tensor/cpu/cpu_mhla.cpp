@@ -61,8 +61,9 @@ void copy_row(const T* __restrict src, T* __restrict dst, int64_t e) {
 
 // Pairs bh0 .. bh0+n-1 as packed [N, e] blocks one after another: in place when x is contiguous,
 // else gathered into buf token by token, so that the heads of a [B, N, H·e] projection (n = H:
-// all heads of one batch) are read as one sequential sweep. Gathering each head on its own, rows
-// 4·e apart in the ViT, made the backward 1.6x slower than the contiguous kernel (measured).
+// all heads of one batch) are read as one sequential sweep. The gathers cost about what the
+// copies they replace did: one ViT layer's kernels at 1 thread, contiguous inputs against token-
+// major ones, forward 1.64 vs 2.06 ms, backward 3.67 vs 4.51 ms (a scratch driver, session 12).
 template <class T>
 const T* gather(const Rows<const T>& x, int64_t bh0, int64_t n, int64_t N, std::vector<T>& buf) {
   if (x.contiguous) return x.pair(bh0);
@@ -141,56 +142,125 @@ void transpose(const T* a, int64_t rows, int64_t cols, int64_t lda, T* out) {
 // (in the ViT) with neither operand transposed in memory, which the direct kernel runs at twice
 // the rate of a 17-column one.
 template <FeatureMap fm, class T>
+void forward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w, T eps, T* out, T* sp, T* shp, T* rp,
+                  std::vector<T>& fx, std::vector<T>& z) {
+  const int64_t d = g.d, dv = g.dv, e = dv + 1, se = g.block();
+  for (int64_t j = 0; j < g.M; ++j) {  // S'_j = [φ(K_j)ᵀ V_j | φ(K_j)ᵀ 1]
+    const int64_t rows = g.rows(j), t0 = j * g.L;
+    T* sj = sp + j * se;
+    load_features<fm>(k + t0 * d, rows, d, eps, fx.data());
+    mm<T>(true, false, d, dv, rows, fx.data(), d, v + t0 * dv, dv, sj, e);
+    std::fill(z.begin(), z.end(), T(0));
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t c = 0; c < d; ++c) z[c] += fx[t * d + c];
+    for (int64_t c = 0; c < d; ++c) sj[c * e + dv] = z[c];
+  }
+  mm<T>(false, false, g.M, se, g.M, w, g.M, sp, se, shp, se);  // Ŝ' = W S'
+  for (int64_t i = 0; i < g.M; ++i) {  // o = φ(Q_i) Ŝ_i / (φ(Q_i) ẑ_i + eps)
+    const int64_t rows = g.rows(i), t0 = i * g.L;
+    const T* shi = shp + i * se;
+    T* o = out + t0 * dv;
+    load_features<fm>(q + t0 * d, rows, d, eps, fx.data());
+    mm<T>(false, false, rows, dv, d, fx.data(), d, shi, e, o, dv);
+    for (int64_t t = 0; t < rows; ++t) {
+      T den = 0;
+#pragma omp simd reduction(+ : den)
+      for (int64_t c = 0; c < d; ++c) den += fx[t * d + c] * shi[c * e + dv];
+      den += eps;
+      rp[t0 + t] = den;
+      const T inv = T(1) / den;
+      for (int64_t c = 0; c < dv; ++c) o[t * dv + c] *= inv;
+    }
+  }
+}
+
+template <FeatureMap fm, class T>
 void forward(const Dims& g, Rows<const T> Q, Rows<const T> K, Rows<const T> V, const T* w, T eps, Rows<T> O, T* s,
              T* sh, T* r) {
-  const int64_t d = g.d, dv = g.dv, e = dv + 1, se = g.block();
+  const int64_t d = g.d, dv = g.dv, se = g.block();
   // A task is one pair, or all H heads of one batch when some tensor needs gathering.
-  const int64_t hp = Q.contiguous && K.contiguous && V.contiguous && O.contiguous ? 1 : g.H;
+  const int64_t hp = Q.contiguous && K.contiguous && V.contiguous && O.contiguous ? 1 : g.H, n = hp * g.N;
 #pragma omp parallel
   {
-    std::vector<T> fx(g.L * d), z(d), qb = buffer<T>(Q.contiguous, hp * g.N * d),
-        kb = buffer<T>(K.contiguous, hp * g.N * d), vb = buffer<T>(V.contiguous, hp * g.N * dv),
-        ob = buffer<T>(O.contiguous, hp * g.N * dv);
+    std::vector<T> fx(g.L * d), z(d), qb = buffer<T>(Q.contiguous, n * d), kb = buffer<T>(K.contiguous, n * d),
+                                      vb = buffer<T>(V.contiguous, n * dv), ob = buffer<T>(O.contiguous, n * dv);
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < g.BH / hp; ++task) {
       const int64_t bh0 = task * hp;
-      const T *q0 = gather(Q, bh0, hp, g.N, qb), *k0 = gather(K, bh0, hp, g.N, kb), *v0 = gather(V, bh0, hp, g.N, vb);
-      T* out0 = target(O, bh0, ob);
-      for (int64_t bh = bh0; bh < bh0 + hp; ++bh) {
-      const int64_t h = bh - bh0;
-      const T *q = q0 + h * g.N * d, *k = k0 + h * g.N * d, *v = v0 + h * g.N * dv;
-      T* out = out0 + h * g.N * dv;
-      T *sp = s + bh * g.M * se, *shp = sh + bh * g.M * se, *rp = r + bh * g.N;
-      for (int64_t j = 0; j < g.M; ++j) {  // S'_j = [φ(K_j)ᵀ V_j | φ(K_j)ᵀ 1]
-        const int64_t rows = g.rows(j), t0 = j * g.L;
-        T* sj = sp + j * se;
-        load_features<fm>(k + t0 * d, rows, d, eps, fx.data());
-        mm<T>(true, false, d, dv, rows, fx.data(), d, v + t0 * dv, dv, sj, e);
-        std::fill(z.begin(), z.end(), T(0));
-        for (int64_t t = 0; t < rows; ++t)
-          for (int64_t c = 0; c < d; ++c) z[c] += fx[t * d + c];
-        for (int64_t c = 0; c < d; ++c) sj[c * e + dv] = z[c];
-      }
-      mm<T>(false, false, g.M, se, g.M, w, g.M, sp, se, shp, se);  // Ŝ' = W S'
-      for (int64_t i = 0; i < g.M; ++i) {  // o = φ(Q_i) Ŝ_i / (φ(Q_i) ẑ_i + eps)
-        const int64_t rows = g.rows(i), t0 = i * g.L;
-        const T* shi = shp + i * se;
-        T* o = out + t0 * dv;
-        load_features<fm>(q + t0 * d, rows, d, eps, fx.data());
-        mm<T>(false, false, rows, dv, d, fx.data(), d, shi, e, o, dv);
-        for (int64_t t = 0; t < rows; ++t) {
-          T den = 0;
-#pragma omp simd reduction(+ : den)
-          for (int64_t c = 0; c < d; ++c) den += fx[t * d + c] * shi[c * e + dv];
-          den += eps;
-          rp[t0 + t] = den;
-          const T inv = T(1) / den;
-          for (int64_t c = 0; c < dv; ++c) o[t * dv + c] *= inv;
-        }
-      }
+      const T *q = gather(Q, bh0, hp, g.N, qb), *k = gather(K, bh0, hp, g.N, kb), *v = gather(V, bh0, hp, g.N, vb);
+      T* out = target(O, bh0, ob);
+      for (int64_t h = 0; h < hp; ++h) {
+        const int64_t bh = bh0 + h, od = h * g.N * d, odv = h * g.N * dv;
+        forward_pair<fm>(g, q + od, k + od, v + odv, w, eps, out + odv, s + bh * g.M * se, sh + bh * g.M * se,
+                         r + bh * g.N, fx, z);
       }
       scatter(O, bh0, hp, g.N, ob);
     }
+  }
+}
+
+// One thread's scratch for backward_pair.
+template <class T>
+struct BackwardScratch {
+  std::vector<T> fx, z, gbar, delta, dfx, st, dsh, ds;
+  explicit BackwardScratch(const Dims& g)
+      : fx(g.L * g.d), z(g.d), gbar(g.L * g.dv), delta(g.L), dfx(g.L * g.d), st(g.dv * g.d), dsh(g.M * g.block()),
+        ds(g.M * g.block()) {}
+};
+
+// One pair's dq, dk, dv and its part of dW (dmix_pair, [M, M]).
+template <FeatureMap fm, class T>
+void backward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w, T eps, const T* out, const T* grad,
+                   const T* sp, const T* shp, const T* rp, T* dq, T* dk, T* dvo, T* dmix_pair, BackwardScratch<T>& b) {
+  const int64_t d = g.d, dv = g.dv, e = dv + 1, se = g.block();
+  for (int64_t i = 0; i < g.M; ++i) {
+    const int64_t rows = g.rows(i), t0 = i * g.L;
+    const T *shi = shp + i * se, *qi = q + t0 * d;
+    T* dshi = b.dsh.data() + i * se;
+    for (int64_t t = 0; t < rows; ++t) {  // dU' = [Ḡ | δ] = [G / r | −rowsum(G ∘ O) / r]
+      const T inv = T(1) / rp[t0 + t];
+      const T *gt = grad + (t0 + t) * dv, *ot = out + (t0 + t) * dv;
+      T dot = 0;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t c = 0; c < dv; ++c) {
+        b.gbar[t * dv + c] = gt[c] * inv;
+        dot += gt[c] * ot[c];
+      }
+      b.delta[t] = -dot * inv;
+    }
+    // dφQ_i = dU' Ŝ'_iᵀ = Ḡ Ŝ_iᵀ + δ ẑ_iᵀ, then φ'
+    transpose(shi, d, dv, e, b.st.data());
+    mm<T>(false, false, rows, d, dv, b.gbar.data(), dv, b.st.data(), d, b.dfx.data(), d);
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t c = 0; c < d; ++c)
+        dq[(t0 + t) * d + c] = (b.dfx[t * d + c] + b.delta[t] * shi[c * e + dv]) * dphi<fm>(qi[t * d + c]);
+    // dŜ'_i = φ(Q_i)ᵀ dU' = [φ(Q_i)ᵀ Ḡ | φ(Q_i)ᵀ δ]
+    load_features<fm>(qi, rows, d, eps, b.fx.data());
+    mm<T>(true, false, d, dv, rows, b.fx.data(), d, b.gbar.data(), dv, dshi, e);
+    std::fill(b.z.begin(), b.z.end(), T(0));
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t c = 0; c < d; ++c) b.z[c] += b.fx[t * d + c] * b.delta[t];
+    for (int64_t c = 0; c < d; ++c) dshi[c * e + dv] = b.z[c];
+  }
+  for (int64_t i = 0; i < g.M; ++i)  // this pair's dW = dŜ'_flat S'_flatᵀ
+    for (int64_t j = 0; j < g.M; ++j) {
+      T dot = 0;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t x = 0; x < se; ++x) dot += b.dsh[i * se + x] * sp[j * se + x];
+      dmix_pair[i * g.M + j] = dot;
+    }
+  mm<T>(true, false, g.M, se, g.M, w, g.M, b.dsh.data(), se, b.ds.data(), se);  // dS' = Wᵀ dŜ'
+  for (int64_t j = 0; j < g.M; ++j) {
+    const int64_t rows = g.rows(j), t0 = j * g.L;
+    const T *dsj = b.ds.data() + j * se, *kj = k + t0 * d;
+    // dφK_j = V'_j dS'_jᵀ = V_j dS_jᵀ + 1 dz_jᵀ, then φ'
+    transpose(dsj, d, dv, e, b.st.data());
+    mm<T>(false, false, rows, d, dv, v + t0 * dv, dv, b.st.data(), d, b.dfx.data(), d);
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t c = 0; c < d; ++c)
+        dk[(t0 + t) * d + c] = (b.dfx[t * d + c] + dsj[c * e + dv]) * dphi<fm>(kj[t * d + c]);
+    load_features<fm>(kj, rows, d, eps, b.fx.data());
+    mm<T>(false, false, rows, dv, d, b.fx.data(), d, dsj, e, dvo + t0 * dv, dv);  // dV_j = φ(K_j) dS_j
   }
 }
 
@@ -198,16 +268,14 @@ template <FeatureMap fm, class T>
 void backward(const Dims& g, Rows<const T> Q, Rows<const T> K, Rows<const T> V, const T* w, T eps,
               Rows<const T> Out, const T* s, const T* sh, const T* r, Rows<const T> G, Rows<T> DQ, Rows<T> DK,
               Rows<T> DV, T* dmix) {
-  const int64_t d = g.d, dv = g.dv, e = dv + 1, se = g.block(), MM = g.M * g.M;
+  const int64_t d = g.d, dv = g.dv, se = g.block(), MM = g.M * g.M;
   std::vector<T> dmix_pairs(g.BH * MM);  // per pair, summed in pair order below: deterministic
   const bool contiguous = Q.contiguous && K.contiguous && V.contiguous && Out.contiguous && G.contiguous &&
                           DQ.contiguous && DK.contiguous && DV.contiguous;
-  const int64_t hp = contiguous ? 1 : g.H;  // pairs per task, as in forward()
+  const int64_t hp = contiguous ? 1 : g.H, n = hp * g.N;  // pairs per task, as in forward()
 #pragma omp parallel
   {
-    std::vector<T> fx(g.L * d), z(d), gbar(g.L * dv), delta(g.L), dfx(g.L * d), st(dv * d), dsh(g.M * se),
-        ds(g.M * se);
-    const int64_t n = hp * g.N;
+    BackwardScratch<T> scratch(g);
     std::vector<T> qb = buffer<T>(Q.contiguous, n * d), kb = buffer<T>(K.contiguous, n * d),
                    vb = buffer<T>(V.contiguous, n * dv), ob = buffer<T>(Out.contiguous, n * dv),
                    gb = buffer<T>(G.contiguous, n * dv), dqb = buffer<T>(DQ.contiguous, n * d),
@@ -215,63 +283,14 @@ void backward(const Dims& g, Rows<const T> Q, Rows<const T> K, Rows<const T> V, 
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < g.BH / hp; ++task) {
       const int64_t bh0 = task * hp;
-      const T *q0 = gather(Q, bh0, hp, g.N, qb), *k0 = gather(K, bh0, hp, g.N, kb), *v0 = gather(V, bh0, hp, g.N, vb);
-      const T *out0 = gather(Out, bh0, hp, g.N, ob), *grad0 = gather(G, bh0, hp, g.N, gb);
-      T *dq0 = target(DQ, bh0, dqb), *dk0 = target(DK, bh0, dkb), *dv0 = target(DV, bh0, dvb);
-      for (int64_t bh = bh0; bh < bh0 + hp; ++bh) {
-      const int64_t h = bh - bh0, od = h * g.N * d, odv = h * g.N * dv;
-      const T *q = q0 + od, *k = k0 + od, *v = v0 + odv, *out = out0 + odv, *grad = grad0 + odv;
-      T *dq = dq0 + od, *dk = dk0 + od, *dvo = dv0 + odv;
-      const T *sp = s + bh * g.M * se, *shp = sh + bh * g.M * se, *rp = r + bh * g.N;
-      for (int64_t i = 0; i < g.M; ++i) {
-        const int64_t rows = g.rows(i), t0 = i * g.L;
-        const T *shi = shp + i * se, *qi = q + t0 * d;
-        T* dshi = dsh.data() + i * se;
-        for (int64_t t = 0; t < rows; ++t) {  // dU' = [Ḡ | δ] = [G / r | −rowsum(G ∘ O) / r]
-          const T inv = T(1) / rp[t0 + t];
-          const T *gt = grad + (t0 + t) * dv, *ot = out + (t0 + t) * dv;
-          T dot = 0;
-#pragma omp simd reduction(+ : dot)
-          for (int64_t c = 0; c < dv; ++c) {
-            gbar[t * dv + c] = gt[c] * inv;
-            dot += gt[c] * ot[c];
-          }
-          delta[t] = -dot * inv;
-        }
-        // dφQ_i = dU' Ŝ'_iᵀ = Ḡ Ŝ_iᵀ + δ ẑ_iᵀ, then φ'
-        transpose(shi, d, dv, e, st.data());
-        mm<T>(false, false, rows, d, dv, gbar.data(), dv, st.data(), d, dfx.data(), d);
-        for (int64_t t = 0; t < rows; ++t)
-          for (int64_t c = 0; c < d; ++c)
-            dq[(t0 + t) * d + c] = (dfx[t * d + c] + delta[t] * shi[c * e + dv]) * dphi<fm>(qi[t * d + c]);
-        // dŜ'_i = φ(Q_i)ᵀ dU' = [φ(Q_i)ᵀ Ḡ | φ(Q_i)ᵀ δ]
-        load_features<fm>(qi, rows, d, eps, fx.data());
-        mm<T>(true, false, d, dv, rows, fx.data(), d, gbar.data(), dv, dshi, e);
-        std::fill(z.begin(), z.end(), T(0));
-        for (int64_t t = 0; t < rows; ++t)
-          for (int64_t c = 0; c < d; ++c) z[c] += fx[t * d + c] * delta[t];
-        for (int64_t c = 0; c < d; ++c) dshi[c * e + dv] = z[c];
-      }
-      for (int64_t i = 0; i < g.M; ++i)  // this pair's dW = dŜ'_flat S'_flatᵀ
-        for (int64_t j = 0; j < g.M; ++j) {
-          T dot = 0;
-#pragma omp simd reduction(+ : dot)
-          for (int64_t x = 0; x < se; ++x) dot += dsh[i * se + x] * sp[j * se + x];
-          dmix_pairs[bh * MM + i * g.M + j] = dot;
-        }
-      mm<T>(true, false, g.M, se, g.M, w, g.M, dsh.data(), se, ds.data(), se);  // dS' = Wᵀ dŜ'
-      for (int64_t j = 0; j < g.M; ++j) {
-        const int64_t rows = g.rows(j), t0 = j * g.L;
-        const T *dsj = ds.data() + j * se, *kj = k + t0 * d;
-        // dφK_j = V'_j dS'_jᵀ = V_j dS_jᵀ + 1 dz_jᵀ, then φ'
-        transpose(dsj, d, dv, e, st.data());
-        mm<T>(false, false, rows, d, dv, v + t0 * dv, dv, st.data(), d, dfx.data(), d);
-        for (int64_t t = 0; t < rows; ++t)
-          for (int64_t c = 0; c < d; ++c)
-            dk[(t0 + t) * d + c] = (dfx[t * d + c] + dsj[c * e + dv]) * dphi<fm>(kj[t * d + c]);
-        load_features<fm>(kj, rows, d, eps, fx.data());
-        mm<T>(false, false, rows, dv, d, fx.data(), d, dsj, e, dvo + t0 * dv, dv);  // dV_j = φ(K_j) dS_j
-      }
+      const T *q = gather(Q, bh0, hp, g.N, qb), *k = gather(K, bh0, hp, g.N, kb), *v = gather(V, bh0, hp, g.N, vb);
+      const T *out = gather(Out, bh0, hp, g.N, ob), *grad = gather(G, bh0, hp, g.N, gb);
+      T *dq = target(DQ, bh0, dqb), *dk = target(DK, bh0, dkb), *dvo = target(DV, bh0, dvb);
+      for (int64_t h = 0; h < hp; ++h) {
+        const int64_t bh = bh0 + h, od = h * g.N * d, odv = h * g.N * dv;
+        backward_pair<fm>(g, q + od, k + od, v + odv, w, eps, out + odv, grad + odv, s + bh * g.M * se,
+                          sh + bh * g.M * se, r + bh * g.N, dq + od, dk + od, dvo + odv, dmix_pairs.data() + bh * MM,
+                          scratch);
       }
       scatter(DQ, bh0, hp, g.N, dqb);
       scatter(DK, bh0, hp, g.N, dkb);
