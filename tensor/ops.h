@@ -116,7 +116,7 @@ LINEA_HD T silu_grad(T v) {
   X(Sigmoid, "sigmoid", Floating, op_math::sigmoid<M>(v))                                          \
   X(Relu, "relu", Integer, v > T(0) ? v : T(0))                                                    \
   X(GeluTanh, "gelu", Floating, v * op_math::gelu_tanh_sigmoid<M>(v))                              \
-  X(GeluErf, "gelu", Floating, v * op_math::normal_cdf<M>(v, M::exp(T(-0.5) * v * v)))              \
+  X(GeluErf, "gelu", Floating, v * op_math::normal_cdf<M>(v, M::exp(T(-0.5) * v * v)))             \
   X(Silu, "silu", Floating, v * op_math::sigmoid<M>(v))                                            \
   X(Abs, "abs", Integer, op_math::abs(v))                                                          \
   X(Sign, "sign", Integer, op_math::sign(v))                                                       \

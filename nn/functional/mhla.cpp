@@ -157,9 +157,9 @@ struct DeviceSaved {
 // attention, and the projection's backward before it, are views rather than copies.
 Tensor empty_rows_like(const Tensor& x, int64_t e) {
   const int64_t B = x.size(0), H = x.size(1), N = x.size(2);
-  const Options o(x.dtype(), x.device());
-  if (H > 1 && N > 1 && x.strides()[2] > x.strides()[1]) return empty({B, N, H, e}, o.dtype, o.device).transpose(1, 2);
-  return empty({B, H, N, e}, o.dtype, o.device);
+  if (H > 1 && N > 1 && x.strides()[2] > x.strides()[1])
+    return empty({B, N, H, e}, x.dtype(), x.device()).transpose(1, 2);
+  return empty({B, H, N, e}, x.dtype(), x.device());
 }
 
 // The kernels read q, k, v, the output and its gradient through their strides (backend.h): the
