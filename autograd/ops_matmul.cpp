@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "linea/autograd/function.h"
+#include "linea/autograd/ops_reduce.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/error.h"
 
@@ -29,10 +30,10 @@ std::optional<int64_t> flat_batch_stride(const Tensor& t, int64_t nb) {
   return stride.value_or(0);
 }
 
-// a [..., M, K] @ b [..., K, N] -> out [..., M, N], all with the same nb batch dims. One kernel
-// call when the batch dims flatten in every operand; that fails only when some but not all of
-// them are broadcast ([2, 1] against [1, 5], say), and then we loop over the first batch dim.
-void gemm_nd(const Tensor& a, const Tensor& b, const Tensor& out, int64_t nb) {
+// a [..., M, K] @ b [..., K, N] (+ bias [N]) -> out [..., M, N], all with the same nb batch dims.
+// One kernel call when the batch dims flatten in every operand; that fails only when some but not
+// all of them are broadcast ([2, 1] against [1, 5], say), and then we loop over the first batch dim.
+void gemm_nd(const Tensor& a, const Tensor& b, const Tensor& out, int64_t nb, const Tensor& bias) {
   auto sa = flat_batch_stride(a, nb), sb = flat_batch_stride(b, nb), so = flat_batch_stride(out, nb);
   if (sa && sb && so) {
     const int64_t batch = numel(Shape(out.shape().begin(), out.shape().begin() + nb));
@@ -40,10 +41,11 @@ void gemm_nd(const Tensor& a, const Tensor& b, const Tensor& out, int64_t nb) {
       return t.as_strided({batch, t.shape()[nb], t.shape()[nb + 1]}, {s, t.strides()[nb], t.strides()[nb + 1]},
                           t.offset());
     };
-    backend(out.device()).gemm(as3(a, *sa), as3(b, *sb), as3(out, *so));
+    backend(out.device()).gemm(as3(a, *sa), as3(b, *sb), as3(out, *so), bias);
     return;
   }
-  for (int64_t i = 0; i < out.shape()[0]; ++i) gemm_nd(a.select(0, i), b.select(0, i), out.select(0, i), nb - 1);
+  for (int64_t i = 0; i < out.shape()[0]; ++i)
+    gemm_nd(a.select(0, i), b.select(0, i), out.select(0, i), nb - 1, bias);
 }
 
 }  // namespace
@@ -82,7 +84,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor out = empty(out_shape, a.dtype(), a.device());
   const Shape full = with(M, N);  // out including the promoted dims
   gemm_nd(A.expand(with(M, K)), B.expand(with(K, N)), out.as_strided(full, contiguous_strides(full), 0),
-          static_cast<int64_t>(batch.size()));
+          static_cast<int64_t>(batch.size()), Tensor());
 
   return autograd::record(
       "matmul", out, {a, b},
@@ -99,6 +101,46 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
           db = autograd::sum_to(matmul(A.transpose(-1, -2), G), B.shape()).reshape(b_shape);
         }
         return {da, db};
+      });
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (!bias.defined()) return matmul(x, weight.t());
+  LINEA_CHECK(x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1) && bias.dim() == 1 &&
+                  bias.size(0) == weight.size(0),
+              "[linear] expected x [..., in], weight [out, in], bias [out], got {}, {}, {}", shape_str(x.shape()),
+              shape_str(weight.shape()), shape_str(bias.shape()));
+  LINEA_CHECK(x.dtype() == weight.dtype() && bias.dtype() == x.dtype() && is_floating(x.dtype()),
+              "[linear] x, weight, bias must share float32 or float64, got {} / {} / {}", x.dtype(), weight.dtype(),
+              bias.dtype());
+  LINEA_CHECK(x.device() == weight.device() && bias.device() == x.device(),
+              "[linear] operands on different devices: x on {}, weight on {}, bias on {}", x.device(),
+              weight.device(), bias.device());
+  const int64_t in = weight.size(1), out_f = weight.size(0);
+  // matmul(x, weight.t()) with the bias as the gemm's epilogue: one pass over the output, not two.
+  const Tensor X = x.detach(), W = weight.detach(), A = X.dim() == 1 ? X.unsqueeze(0) : X;
+  Shape full = A.shape(), w_full = A.shape();
+  full.back() = out_f;
+  w_full[w_full.size() - 2] = in;
+  w_full.back() = out_f;
+  Shape out_shape = x.shape();
+  out_shape.back() = out_f;
+  Tensor out = empty(out_shape, x.dtype(), x.device());
+  gemm_nd(A, W.t().expand(w_full), out.as_strided(full, contiguous_strides(full), 0),
+          static_cast<int64_t>(full.size()) - 2, bias.detach().contiguous());
+  const int64_t rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));
+
+  return autograd::record(
+      "linear", out, {x, weight, bias},
+      [X, W, rows, in, out_f, need_x = x.requires_grad(), need_w = weight.requires_grad(),
+       need_b = bias.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+        // dx = g·W, dW = gᵀ·x over every row, db = the column sums of g.
+        const Tensor G = g.reshape({rows, out_f});
+        Tensor dx, dw, db;
+        if (need_x) dx = matmul(G, W).reshape(X.shape());
+        if (need_w) dw = matmul(G.t(), X.reshape({rows, in}));
+        if (need_b) db = sum(G, {0});
+        return {dx, dw, db};
       });
 }
 

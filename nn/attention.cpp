@@ -37,9 +37,8 @@ Tensor QKVAttention::forward(const Tensor& x) {
   // about 225 MB of fills, adds and copies per step). This way each gradient reaches x and its
   // own slice of the weight directly.
   auto project = [&](int64_t i) {  // [B, N, dim] -> [B, H, N, hd], a view
-    Tensor y = matmul(x, qkv->weight.narrow(0, i * dim_, dim_).t());
-    if (qkv->bias.defined()) y = y + qkv->bias.narrow(0, i * dim_, dim_);
-    return y.view({B, N, heads_, hd}).transpose(1, 2);
+    const Tensor b = qkv->bias.defined() ? qkv->bias.narrow(0, i * dim_, dim_) : Tensor();
+    return linear(x, qkv->weight.narrow(0, i * dim_, dim_), b).view({B, N, heads_, hd}).transpose(1, 2);
   };
   Tensor o = attend(project(0), project(1), project(2));
   // Merging the heads is a view when attend() wrote o token-major (MHLA's fused kernels), else one copy.

@@ -24,9 +24,8 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
 Tensor Linear::forward(const Tensor& x) {
   LINEA_CHECK(x.dim() >= 1 && x.size(-1) == in_, "[Linear] expected input [..., {}], got {}", in_,
               shape_str(x.shape()));
-  // weight.t() is a view: matmul hands it to BLAS as a transpose, W is never copied.
-  Tensor y = matmul(x, weight.t());
-  return bias.defined() ? y + bias : y;
+  // weight.t() is a view: the gemm reads W transposed in place, and adds the bias itself.
+  return linear(x, weight, bias);
 }
 
 // ---- Dropout ----

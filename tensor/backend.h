@@ -63,10 +63,12 @@ class Backend {
                                 const Tensor& dx, const Tensor& dweight) = 0;
 
   // ---- matrix multiply ----
-  // a: [batch, M, K], b: [batch, K, N], out: [batch, M, N] contiguous. a and b may be any
-  // strided views whose last two dims are row- or column-major (transposes are passed to BLAS,
-  // not copied); a batch stride of 0 means broadcast.
-  virtual void gemm(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // out = a·b (+ bias). a: [batch, M, K], b: [batch, K, N], out: [batch, M, N] contiguous. a and
+  // b may be any strided views whose last two dims are row- or column-major (transposes are passed
+  // to BLAS, not copied); a batch stride of 0 means broadcast. bias: undefined, or a contiguous [N]
+  // added to every row of out: the epilogue of a linear layer, written before the product so that
+  // no pass over out is added (cpu_matmul.cpp measures it).
+  virtual void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias) = 0;
 
   // ---- indexing (idx is int64; indices are range-checked by the kernel) ----
   virtual void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) = 0;

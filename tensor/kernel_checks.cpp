@@ -6,7 +6,7 @@
 
 namespace linea::kernel_checks {
 
-GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
+GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias) {
   LINEA_CHECK(a.dim() == 3 && b.dim() == 3 && out.dim() == 3, "[gemm] expected 3-d operands, got {} @ {} -> {}",
               shape_str(a.shape()), shape_str(b.shape()), shape_str(out.shape()));
   const GemmShape g{out.shape()[0], out.shape()[1], out.shape()[2], a.shape()[2]};
@@ -16,6 +16,10 @@ GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
   LINEA_CHECK(a.dtype() == b.dtype() && a.dtype() == out.dtype(), "[gemm] dtype mismatch: {} @ {} -> {}", a.dtype(),
               b.dtype(), out.dtype());
   dispatch_floating(out.dtype(), "gemm", []<class T>() {});
+  LINEA_CHECK(!bias.defined() || (bias.shape() == Shape({g.N}) && bias.dtype() == out.dtype() &&
+                                  bias.is_contiguous() && bias.device() == out.device()),
+              "[gemm] bias must be a contiguous {} [{}] on {} for out {}, got {} {} on {}", out.dtype(), g.N,
+              out.device(), shape_str(out.shape()), bias.dtype(), shape_str(bias.shape()), bias.device());
   return g;
 }
 

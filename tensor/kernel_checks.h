@@ -20,8 +20,9 @@ struct GemmShape {
   int64_t batch, M, N, K;
 };
 
-// a [batch, M, K] @ b [batch, K, N] -> out [batch, M, N] contiguous, all float32 or all float64.
-GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out);
+// a [batch, M, K] @ b [batch, K, N] (+ bias [N]) -> out [batch, M, N] contiguous, all float32 or
+// all float64, bias (if defined) contiguous on out's device.
+GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias);
 
 // How BLAS (OpenBLAS or cuBLAS) sees one [rows, cols] matrix with row stride rs and column
 // stride cs. The leading dimensions it gives are valid for both (ld >= cols row-major, ld >= rows

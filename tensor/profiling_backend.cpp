@@ -132,10 +132,10 @@ class ProfilingBackend final : public Backend {
           [&] { in_.rmsnorm_backward(dy, x, w, rstd, dx, dw); });
   }
 
-  void gemm(const Tensor& a, const Tensor& b, const Tensor& out) override {
+  void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias) override {
     const double flops = 2.0 * double(out.size(0)) * double(out.size(1)) * double(out.size(2)) * double(a.size(2));
-    timed(Profiler::by_shape() ? gemm_shape(a, b) : std::string("gemm"), flops, touched({&a, &b, &out}),
-          [&] { in_.gemm(a, b, out); });
+    timed(Profiler::by_shape() ? gemm_shape(a, b) : std::string("gemm"), flops, touched({&a, &b, &out, &bias}),
+          [&] { in_.gemm(a, b, out, bias); });
   }
 
   void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override {

@@ -142,10 +142,10 @@ TEST_CASE("gpu gemm: gradients match the CPU (float64)") {
 TEST_CASE("gpu gemm errors name the op") {
   Backend& be = backend(kGpu);
   const Tensor i = zeros({1, 2, 2}, Options(DType::Int64, kGpu));
-  CHECK_THROWS_WITH_AS(be.gemm(i, i, zeros({1, 2, 2}, Options(DType::Int64, kGpu))),
+  CHECK_THROWS_WITH_AS(be.gemm(i, i, zeros({1, 2, 2}, Options(DType::Int64, kGpu)), Tensor()),
                        doctest::Contains("[gemm] expected a floating dtype"), Error);
   const Tensor f = zeros({1, 2, 3}, Options(DType::Float32, kGpu));
-  CHECK_THROWS_WITH_AS(be.gemm(f, f, zeros({1, 2, 3}, Options(DType::Float32, kGpu))),
+  CHECK_THROWS_WITH_AS(be.gemm(f, f, zeros({1, 2, 3}, Options(DType::Float32, kGpu)), Tensor()),
                        doctest::Contains("[gemm] shapes"), Error);
 }
 

@@ -161,3 +161,58 @@ TEST_CASE("matmul: products split across threads, every transpose combination") 
       }
   }
 }
+
+// ---- linear: x·Wᵀ + b with the bias as the gemm's epilogue ----
+
+TEST_CASE("linear: x·Wᵀ + b on every gemm path, float64 and float32") {
+  // A small product (the direct kernel where the CPU has one), products split across threads by
+  // rows and by columns (BLAS adding to c filled with the bias), an x stored transposed (each
+  // matrix read as a transpose: the batch loop), a 1-d x, and a weight that is a row slice.
+  Generator gen(21);
+  struct Case {
+    Shape x;
+    int64_t out;
+    bool transposed_x;
+  };
+  for (const Case& c : {Case{{3, 4, 5}, 6, false}, Case{{2, 150, 40}, 60, false}, Case{{20, 40}, 600, false},
+                        Case{{3, 7, 5}, 6, true}, Case{{5}, 3, false}}) {
+    CAPTURE(shape_str(c.x));
+    CAPTURE(c.transposed_x);
+    Shape stored = c.x;
+    if (c.transposed_x) std::swap(stored[stored.size() - 1], stored[stored.size() - 2]);
+    Tensor x = randn(stored, gen, float64);
+    if (c.transposed_x) x = x.transpose(-1, -2);
+    const int64_t in = c.x.back();
+    const Tensor w = randn({c.out + 2, in}, gen, float64).narrow(0, 1, c.out), b = randn({c.out}, gen, float64);
+    const Tensor expect = ref_matmul(x, w.t()) + b;
+    const Tensor y = linear(x, w, b);
+    CHECK(y.shape() == expect.shape());
+    CHECK(allclose(y, expect, 1e-12, 1e-12));
+    CHECK(allclose(linear(x.to(float32), w.to(float32), b.to(float32)), expect, 1e-4, 1e-4));
+    CHECK(allclose(linear(x, w, Tensor()), ref_matmul(x, w.t()), 1e-12, 1e-12));
+  }
+}
+
+TEST_CASE("linear: float64 gradients of x, weight and bias against finite differences") {
+  auto lin = [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); };
+  CHECK_GRADCHECK(lin, {randn64({2, 3, 5}, 1), randn64({4, 5}, 2), randn64({4}, 3)});
+  CHECK_GRADCHECK(lin, {randn64({5}, 4), randn64({2, 5}, 5), randn64({2}, 6)});
+  // x stored transposed, and only the weight and bias needing gradients.
+  const Tensor xt = randn64({2, 5, 3}, 7, false).transpose(1, 2);
+  CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return linear(xt, in[0], in[1]); },
+                  {randn64({4, 5}, 8), randn64({4}, 9)});
+}
+
+TEST_CASE("linear and the gemm's bias: errors name the op, shapes and dtypes") {
+  const Tensor x = randn32({3, 4}, 1), w = randn32({5, 4}, 2);
+  CHECK_THROWS_WITH_AS(linear(x, w, randn32({4}, 3)), doctest::Contains("[linear] expected x [..., in]"),
+                       linea::Error);
+  CHECK_THROWS_WITH_AS(linear(x, randn32({5, 3}, 3), randn32({5}, 4)), doctest::Contains("(5, 3)"), linea::Error);
+  CHECK_THROWS_WITH_AS(linear(x, w, randn64({5}, 4, false)), doctest::Contains("[linear] x, weight, bias must share"),
+                       linea::Error);
+  Backend& be = backend(Device::cpu());
+  const Tensor a = randn32({1, 3, 4}, 5), b = randn32({1, 4, 5}, 6), out = empty({1, 3, 5});
+  CHECK_THROWS_WITH_AS(be.gemm(a, b, out, randn32({3}, 7)), doctest::Contains("[gemm] bias must be"), linea::Error);
+  CHECK_THROWS_WITH_AS(be.gemm(a, b, out, randn32({5, 2}, 7).select(1, 0)),
+                       doctest::Contains("[gemm] bias must be"), linea::Error);
+}

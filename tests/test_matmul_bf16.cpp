@@ -38,11 +38,13 @@ void reference(const Operand& a, const Operand& b, std::vector<double>& c, std::
 }
 
 using Gemm = void (*)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*,
-                      int64_t);
+                      int64_t, bool);
 
 // Runs gemm on one shape and layout; checks it against the rounded reference to float32 summation
-// error, and that it is *not* the unrounded product (the operands really were rounded).
-void check_gemm(Gemm gemm, bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
+// error, and that it is *not* the unrounded product (the operands really were rounded). With
+// accumulate, c holds values before the call that the product must be added to.
+void check_gemm(Gemm gemm, bool ta, bool tb, int64_t M, int64_t N, int64_t K, bool accumulate = false) {
+  CAPTURE(accumulate);
   CAPTURE(ta);
   CAPTURE(tb);
   CAPTURE(M);
@@ -51,7 +53,11 @@ void check_gemm(Gemm gemm, bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
   const Operand a(ta, M, K, uint32_t(M * 31 + K)), b(tb, K, N, uint32_t(N * 17 + K + 5));
   const int64_t ldc = N + 2;
   std::vector<float> c(size_t(M * ldc), 7.0f);  // the padding columns must stay 7
-  gemm(ta, tb, M, N, K, a.v.data(), a.ld, b.v.data(), b.ld, c.data(), ldc);
+  auto c0 = [&](int64_t i, int64_t j) { return accumulate ? 0.5f * float(i - j) : 0.0f; };
+  if (accumulate)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) c[i * ldc + j] = c0(i, j);
+  gemm(ta, tb, M, N, K, a.v.data(), a.ld, b.v.data(), b.ld, c.data(), ldc, accumulate);
   std::vector<double> ref, mag, exact, exact_mag;
   reference(a, b, ref, mag, true);
   reference(a, b, exact, exact_mag, false);
@@ -59,7 +65,7 @@ void check_gemm(Gemm gemm, bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
   double worst = 0, off_exact = 0;
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
-      const double got = c[i * ldc + j], tol = 2 * eps * std::sqrt(double(K)) * mag[i * N + j] + 1e-30;
+      const double got = double(c[i * ldc + j]) - double(c0(i, j)), tol = 2 * eps * std::sqrt(double(K)) * mag[i * N + j] + 1e-30;
       worst = std::max(worst, std::abs(got - ref[i * N + j]) / tol);
       off_exact = std::max(off_exact, std::abs(got - exact[i * N + j]) / tol);
     }
@@ -81,6 +87,8 @@ void check_all_layouts(Gemm gemm) {
         for (int64_t n : ns)
           for (int64_t k : ks)
             if (m * n * k <= 4'000'000) check_gemm(gemm, ta, tb, m, n, k);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) check_gemm(gemm, ta, tb, 13, 33, 257, true);  // += across K blocks
 }
 
 Tensor randn32(Shape shape, uint64_t seed) {

@@ -1,7 +1,7 @@
 // The direct float32 gemm (tensor/cpu/gemm_direct.h) against a float64 product: every layout,
 // every tile height (1-6 rows) and vector tail of its blocking, K across its blocks, padded leading
-// dimensions, for each kernel this CPU runs (AVX2, and AVX-512 where present); and matmul, which
-// takes it for weight-gradient shapes, on such a product.
+// dimensions, storing or adding to c, for each kernel this CPU runs (AVX2, and AVX-512 where
+// present); and matmul, which takes it for weight-gradient shapes, on such a product.
 #include <cmath>
 #include <vector>
 
@@ -17,8 +17,9 @@ struct Operand : testing::GemmOperand {
   Operand(bool t, int64_t r, int64_t c, uint32_t seed) : GemmOperand(t, r, c, seed, 5, 4000.0f) {}
 };
 
-void check_direct(cpu::DirectIsa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
+void check_direct(cpu::DirectIsa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, bool accumulate = false) {
   CAPTURE(int(isa));
+  CAPTURE(accumulate);
   CAPTURE(ta);
   CAPTURE(tb);
   CAPTURE(M);
@@ -27,11 +28,15 @@ void check_direct(cpu::DirectIsa isa, bool ta, bool tb, int64_t M, int64_t N, in
   const Operand a(ta, M, K, uint32_t(M * 131 + K)), b(tb, K, N, uint32_t(N * 71 + K + 1));
   const int64_t ldc = N + 2;  // C's padding must stay untouched
   std::vector<float> c(size_t(M * ldc), -7.0f);
-  cpu::gemm_direct(ta, tb, M, N, K, a.v.data(), a.ld, b.v.data(), b.ld, c.data(), ldc, isa);
+  auto c0 = [](int64_t i, int64_t j) { return 0.25f * float(i - j); };  // what an accumulating call adds to
+  if (accumulate)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) c[i * ldc + j] = c0(i, j);
+  cpu::gemm_direct(ta, tb, M, N, K, a.v.data(), a.ld, b.v.data(), b.ld, c.data(), ldc, accumulate, isa);
   double worst = 0;
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
-      double ref = 0, mag = 0;
+      double ref = accumulate ? double(c0(i, j)) : 0.0, mag = std::abs(ref);
       for (int64_t k = 0; k < K; ++k) {
         ref += double(a.at(i, k)) * double(b.at(k, j));
         mag += std::abs(double(a.at(i, k)) * double(b.at(k, j)));
@@ -62,13 +67,14 @@ TEST_CASE("gemm_direct: every layout, tile height, vector tail and K block again
         for (int64_t K : {1, 127, 128, 129, 300}) check_direct(isa, ta, tb, 7, 40, K);
         check_direct(isa, ta, tb, 64, 64, 1000);  // a weight gradient's shape, smaller K
         check_direct(isa, ta, tb, 16, 17, 16);    // an MHLA block product
+        for (int64_t M : {1, 6, 13}) check_direct(isa, ta, tb, M, 17, 129, true);  // += across K blocks
       }
 }
 
 TEST_CASE("gemm_direct: a kernel the CPU does not run is refused, not executed") {
   if (cpu::direct_gemm_isa() == cpu::DirectIsa::Avx512) return;  // every kernel runs here
   float x = 1, y = 0;
-  CHECK_THROWS_WITH_AS(cpu::gemm_direct(false, false, 1, 1, 1, &x, 1, &x, 1, &y, 1, cpu::DirectIsa::Avx512),
+  CHECK_THROWS_WITH_AS(cpu::gemm_direct(false, false, 1, 1, 1, &x, 1, &x, 1, &y, 1, false, cpu::DirectIsa::Avx512),
                        doctest::Contains("does not run"), Error);
 }
 

@@ -117,7 +117,7 @@ LINEA_BF16_TARGET void micro_kernel(int64_t kp, const uint32_t* A, const uint32_
 }
 
 void gemm_bf16_kernel(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                      int64_t ldb, float* c, int64_t ldc) {
+                      int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   // Per thread and kept: after the first products of a given size, no allocation.
   thread_local std::vector<uint32_t> apack, bpack;
   apack.resize(std::max<size_t>(apack.size(), size_t(MC * KC / 2)));
@@ -134,7 +134,7 @@ void gemm_bf16_kernel(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const f
           for (int64_t s = 0; s * MR < mc; ++s)
             micro_kernel(kp, apack.data() + s * kp * MR, bpack.data() + t * kp * NR, c + (ic + s * MR) * ldc + jc + t * NR,
                          ldc, int(std::min<int64_t>(MR, mc - s * MR)), int(std::min<int64_t>(NR, nc - t * NR)),
-                         pc > 0);
+                         accumulate || pc > 0);
       }
     }
   }
@@ -168,19 +168,19 @@ bool has_bf16_kernel() {
 }
 
 void gemm_bf16_rounded_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
-                             const float* b, int64_t ldb, float* c, int64_t ldc) {
+                             const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   thread_local std::vector<float> ra, rb;
   rounded_copy(ta, M, K, a, lda, ra, K, M);
   rounded_copy(tb, K, N, b, ldb, rb, N, K);
-  blas_gemm<float>(false, false, M, N, K, ra.data(), K, rb.data(), N, 0.0f, c, ldc);
+  blas_gemm<float>(false, false, M, N, K, ra.data(), K, rb.data(), N, accumulate ? 1.0f : 0.0f, c, ldc);
 }
 
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-               int64_t ldb, float* c, int64_t ldc) {
+               int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   if (has_bf16_kernel())
-    gemm_bf16_kernel(ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
+    gemm_bf16_kernel(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
   else
-    gemm_bf16_rounded_sgemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
+    gemm_bf16_rounded_sgemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
 }
 
 }  // namespace linea::cpu

@@ -13,9 +13,9 @@ namespace linea::cpu {
 
 // Defined in the per-ISA files; `bt` is scratch for KC·N floats.
 void gemm_direct_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
-                        const float* b, int64_t ldb, float* c, int64_t ldc, float* bt);
+                        const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bt);
 void gemm_direct_avx2(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
-                      const float* b, int64_t ldb, float* c, int64_t ldc, float* bt);
+                      const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bt);
 
 DirectIsa direct_gemm_isa() {
   static const DirectIsa isa = __builtin_cpu_supports("avx512f")                                   ? DirectIsa::Avx512
@@ -48,14 +48,14 @@ bool direct_gemm_pays(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
 }
 
 void gemm_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc, DirectIsa isa) {
+                 int64_t ldb, float* c, int64_t ldc, bool accumulate, DirectIsa isa) {
   const bool runs = isa == DirectIsa::Avx512 ? direct_gemm_isa() == DirectIsa::Avx512
                                              : isa == DirectIsa::Avx2 && has_direct_gemm();
   LINEA_CHECK(runs, "[gemm_direct] this CPU does not run the requested kernel");
   thread_local std::vector<float> bt;  // a transposed b's block, row-major; kept, so no allocation per call
   if (tb) bt.resize(std::max(bt.size(), size_t(direct_kernel::KC * N)));
-  if (isa == DirectIsa::Avx512) gemm_direct_avx512(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, bt.data());
-  else gemm_direct_avx2(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, bt.data());
+  if (isa == DirectIsa::Avx512) gemm_direct_avx512(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate, bt.data());
+  else gemm_direct_avx2(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate, bt.data());
 }
 
 }  // namespace linea::cpu

@@ -68,10 +68,10 @@ void tile_any(int64_t mr, int64_t v, int64_t kc, const float* a, int64_t ai, int
   tile_rows<Vec, MR, NV>(mr, kc, a, ai, ak, b, ldb, c, ldc, tail, accumulate);
 }
 
-// c[M,N] = a[M,K]·b[K,N] as in gemm_direct. `bt` is scratch for KC·N floats, used when tb.
+// c[M,N] (+)= a[M,K]·b[K,N] as in gemm_direct. `bt` is scratch for KC·N floats, used when tb.
 template <class Vec, int NV>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float* c, int64_t ldc, float* bt) {
+          int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bt) {
   constexpr int64_t NR = int64_t(Vec::W) * NV;
   const int64_t ai = ta ? 1 : lda, ak = ta ? lda : 1;
   for (int64_t pc = 0; pc < K; pc += KC) {
@@ -90,7 +90,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int
       for (int64_t ic = 0; ic < M; ic += MR) {
         const int64_t mr = M - ic < MR ? M - ic : MR;
         tile_any<Vec, NV>(mr, v, kc, a + ic * ai + pc * ak, ai, ak, bb + jc, ldbb, c + ic * ldc + jc, ldc, tail,
-                          pc > 0);
+                          accumulate || pc > 0);
       }
     }
   }
