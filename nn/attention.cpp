@@ -30,6 +30,12 @@ QKVAttention::QKVAttention(std::string type_name, int64_t dim, int64_t heads, bo
 Tensor QKVAttention::forward(const Tensor& x) {
   LINEA_CHECK(x.dim() == 3 && x.size(2) == dim_, "[{}] expected x [B, N, {}], got {}", type_name(), dim_,
               shape_str(x.shape()));
+  const Tensor o = project_and_attend(x);
+  // Merging the heads is a view when attend() wrote o token-major (MHLA's fused kernels), else one copy.
+  return proj->forward(o.transpose(1, 2).reshape({x.size(0), x.size(1), dim_}));
+}
+
+Tensor QKVAttention::project_and_attend(const Tensor& x) {
   const int64_t B = x.size(0), N = x.size(1), hd = dim_ / heads_;
   // q, k, v each from its own rows of the qkv weight (views: one parameter, as stacked). Slicing
   // one [B, N, 3·dim] product instead would hand each slice's backward a zero-filled gradient of
@@ -40,9 +46,7 @@ Tensor QKVAttention::forward(const Tensor& x) {
     const Tensor b = qkv->bias.defined() ? qkv->bias.narrow(0, i * dim_, dim_) : Tensor();
     return linear(x, qkv->weight.narrow(0, i * dim_, dim_), b).view({B, N, heads_, hd}).transpose(1, 2);
   };
-  Tensor o = attend(project(0), project(1), project(2));
-  // Merging the heads is a view when attend() wrote o token-major (MHLA's fused kernels), else one copy.
-  return proj->forward(o.transpose(1, 2).reshape({B, N, dim_}));
+  return attend(project(0), project(1), project(2));
 }
 
 // ---- MultiHeadAttention, LinearAttention ----
@@ -138,17 +142,30 @@ MHLA::MHLA(MHLAConfig c) : QKVAttention("MHLA", c.dim, c.heads, c.qkv_bias), cfg
   });
 }
 
-Tensor MHLA::attend(const Tensor& q, const Tensor& k, const Tensor& v) {
-  const int64_t N = q.size(2), M = mix.size(0);
+F::MHLAOptions MHLA::noncausal_options(int64_t N) const {
+  const int64_t M = mix.size(0);
+  LINEA_CHECK(N % M == 0, "[MHLA] {} tokens cannot be split into the {} blocks of a {}x{} grid", N, M, cfg_.grid,
+              cfg_.grid);
   F::MHLAOptions o;
   o.eps = cfg_.eps;
-  if (!cfg_.causal) {
-    LINEA_CHECK(N % M == 0, "[MHLA] {} tokens cannot be split into the {} blocks of a {}x{} grid", N, M, cfg_.grid,
-                cfg_.grid);
-    o.block_len = N / M;
-    o.feature_map = F::FeatureMap::ReluEps;
-    return F::mhla(q, k, v, mix, o);
-  }
+  o.block_len = N / M;
+  o.feature_map = F::FeatureMap::ReluEps;
+  return o;
+}
+
+// Non-causal: one [B, N, 3·dim] product, and mhla_qkv's kernels write dq, dk, dv into the thirds
+// of its gradient, so the projection's backward is one product of each kind. On the ViT-MHLA step
+// against three projections: ? ms.
+Tensor MHLA::project_and_attend(const Tensor& x) {
+  if (cfg_.causal) return QKVAttention::project_and_attend(x);
+  return F::mhla_qkv(linear(x, qkv->weight, qkv->bias), heads(), mix, noncausal_options(x.size(1)));
+}
+
+Tensor MHLA::attend(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const int64_t N = q.size(2), M = mix.size(0);
+  if (!cfg_.causal) return F::mhla(q, k, v, mix, noncausal_options(N));
+  F::MHLAOptions o;
+  o.eps = cfg_.eps;
   const int64_t chunks = (N + cfg_.block_len - 1) / cfg_.block_len;
   LINEA_CHECK(chunks <= M, "[MHLA] {} tokens exceed max_len {} (mix is [{}, {}] chunks of {})", N, cfg_.max_len, M, M,
               cfg_.block_len);

@@ -28,6 +28,9 @@ class QKVAttention : public Module {
   QKVAttention(std::string type_name, int64_t dim, int64_t heads, bool qkv_bias);
   // q, k, v: [B, H, N, dim/H] (non-contiguous views of the qkv output) -> [B, H, N, dim/H].
   virtual Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v) = 0;
+  // x [B, N, dim] -> the heads' outputs [B, H, N, dim/H]: projects q, k, v and calls attend().
+  // An attention whose op takes the packed projection itself overrides it (MHLA).
+  virtual Tensor project_and_attend(const Tensor& x);
 
  private:
   int64_t dim_, heads_;
@@ -121,8 +124,10 @@ class MHLA : public QKVAttention {
 
  protected:
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v) override;
+  Tensor project_and_attend(const Tensor& x) override;
 
  private:
+  functional::MHLAOptions noncausal_options(int64_t N) const;
   MHLAConfig cfg_;
 };
 

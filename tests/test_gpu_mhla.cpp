@@ -213,3 +213,23 @@ TEST_CASE("gpu_mhla: head dims above 128 are an error, not a silent fallback") {
   CHECK_THROWS_WITH_AS(mhla(in.q.to(kGpu), in.k.to(kGpu), in.v.to(kGpu), in.mix.to(kGpu), options(c)),
                        doctest::Contains("d, dv <= 128"), Error);
 }
+
+TEST_CASE("gpu_mhla: mhla_qkv on the GPU = on the CPU, output and the packed gradient") {
+  const int64_t B = 2, N = 12, H = 2, d = 4;
+  Generator gen(61);
+  const Tensor qkv = randn64({B, N, 3 * H * d}, 62, false), mix = rand({3, 3}, gen, float64) + 0.1;
+  const Tensor g = randn64({B, N, H, d}, 63, false).transpose(1, 2);
+  MHLAOptions o;
+  o.block_len = 4;
+  auto run_on = [&](Device dev) {
+    const Tensor x = qkv.to(dev).requires_grad_(), w = mix.to(dev).requires_grad_();
+    const Tensor out = mhla_qkv(x, H, w, o);
+    out.backward(g.to(dev));
+    return std::vector<Tensor>{out.to(Device::cpu()), x.grad().to(Device::cpu()), w.grad().to(Device::cpu())};
+  };
+  const auto cpu = run_on(Device::cpu()), gpu = run_on(kGpu);
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    CAPTURE(i);
+    CHECK(allclose(gpu[i], cpu[i], 1e-10, 1e-10));
+  }
+}

@@ -111,6 +111,40 @@ TEST_CASE("mhla: heads of a [B, N, H, e] projection: fused == composite, output 
   }
 }
 
+TEST_CASE("mhla_qkv: a packed [B, N, 3·H·d] projection == mhla on its thirds, gradient in one buffer") {
+  const Case c{2, 3, 10, 4, 4, 5};
+  Generator gen(43);
+  const Tensor qkv0 = randn64({c.B, c.N, 3 * c.H * c.d}, 44, false), mix0 = rand({3, 3}, gen, float64) + 0.1;
+  const MHLAOptions o = options(c, FeatureMap::ReluEps);
+  auto thirds = [&](const Tensor& y) {
+    std::vector<Tensor> t;
+    for (int64_t i = 0; i < 3; ++i)
+      t.push_back(y.narrow(2, i * c.H * c.d, c.H * c.d).view({c.B, c.N, c.H, c.d}).transpose(1, 2));
+    return t;
+  };
+  const Tensor qkv = qkv0.detach().requires_grad_(), mix = mix0.detach().requires_grad_();
+  const Tensor out = mhla_qkv(qkv, c.H, mix, o);
+  CHECK(out.transpose(1, 2).is_contiguous());  // the head merge is a view
+  // The composite on the three slices (its gradient summed from each slice by autograd).
+  const Tensor qkv_c = qkv0.detach().requires_grad_(), mix_c = mix0.detach().requires_grad_();
+  const std::vector<Tensor> h = thirds(qkv_c);
+  const Tensor out_c = mhla_composite(h[0], h[1], h[2], mix_c, o);
+  CHECK(allclose(out, out_c, 1e-12, 1e-12));
+  const Tensor g_out = randn64({c.B, c.N, c.H, c.d}, 45, false).transpose(1, 2);
+  out.backward(g_out);
+  out_c.backward(g_out);
+  CHECK(allclose(qkv.grad(), qkv_c.grad(), 1e-10, 1e-10));
+  CHECK(allclose(mix.grad(), mix_c.grad(), 1e-10, 1e-10));
+  // Finite differences on a smaller case, and the errors.
+  const Case s{1, 2, 6, 3, 2, 2};
+  const Tensor mix_s = (rand({2, 2}, gen, float64) + 0.1).detach().requires_grad_();
+  CHECK_GRADCHECK(
+      [&](const std::vector<Tensor>& in) { return mhla_qkv(in[0], s.H, in[1], options(s, FeatureMap::Elu1)); },
+      {randn64({s.B, s.N, 3 * s.H * s.d}, 46), mix_s});
+  CHECK_THROWS_WITH_AS(mhla_qkv(qkv0, 5, mix0, o), doctest::Contains("[mhla_qkv] expected qkv [B, N, 3·heads·d]"),
+                       linea::Error);
+}
+
 TEST_CASE("mhla: fused backward == composite (autograd) backward to 1e-10") {
   for (const Case& c : kCases)
     for (FeatureMap fm : kMaps) {

@@ -55,6 +55,12 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, Linea
 // The fused operator: block summaries, mixing, output and normaliser in one pass, with the
 // hand-written backward of spec §5 (one custom_function). This is what models use.
 Tensor mhla(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, MHLAOptions opts);
+// mhla() on the heads of a packed projection: qkv [B, N, 3·H·d] holds q, k, v side by side (as
+// QKVAttention's qkv Linear writes them), each [B, N, H·d]. With the device's fused kernels the
+// one custom_function takes qkv itself, so its backward writes dq, dk, dv into the thirds of one
+// [B, N, 3·H·d] gradient: the projection's backward is then one product of each kind, and no
+// zero-filled gradient per slice is added up. Elsewhere it is mhla() on the three slices.
+Tensor mhla_qkv(const Tensor& qkv, int64_t heads, const Tensor& mix, MHLAOptions opts);
 // The same function composed from primitive ops (its backward comes from autograd): the
 // reference the fused backward is tested against.
 Tensor mhla_composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, MHLAOptions opts);
