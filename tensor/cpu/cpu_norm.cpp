@@ -13,9 +13,11 @@
 //   dx      = rstd * (g - mean(g) - xhat * mean(g * xhat))     (RMSNorm: no mean(g) term)
 //   dweight = Σ_rows dy * xhat,   dbias = Σ_rows dy
 // dweight/dbias sum over rows, so each thread accumulates its own partial row of sums and the
-// partials are added at the end: no atomics, and the same thread count gives the same bits.
+// partials are added at the end: no atomics, and the same thread count gives the same bits. A
+// thread sums kRowBlock rows in T, then adds that block's sums into its partials in double.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -74,6 +76,11 @@ void norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   }
 }
 
+// Rows a thread sums in T before adding into its double partials. Converting and adding every row
+// in double took most of the backward's time and kept it from gaining with a second thread:
+// [8192, 64] float32 0.47 ms at 1 thread, 0.55 ms at 2 (a scratch driver on a Zen 3 EPYC).
+constexpr int64_t kRowBlock = 16;
+
 template <class T, bool Center>
 void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
                    const Tensor& dx, const Tensor& dweight, const Tensor& dbias, int64_t rows, int64_t n) {
@@ -91,9 +98,20 @@ void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, cons
   {
     double* pw = part.empty() ? nullptr : part.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * n;
     double* pb = pw ? pw + n : nullptr;
-    // This row's xhat and g = dy * weight, so the loops below are plain vector loops.
-    std::vector<T> scratch(2 * static_cast<size_t>(n));
-    T *xh = scratch.data(), *gw = xh + n;
+    // This row's xhat and g = dy * weight, so the loops below are plain vector loops; the block's
+    // sums of dy * xhat and dy.
+    std::vector<T> scratch(4 * static_cast<size_t>(n));
+    T *xh = scratch.data(), *gw = xh + n, *bw = gw + n, *bb = bw + n;
+    int64_t in_block = 0;
+    auto flush = [&] {
+      for (int64_t j = 0; j < n; ++j) {
+        if (want_w) pw[j] += static_cast<double>(bw[j]);
+        if (want_b) pb[j] += static_cast<double>(bb[j]);
+        bw[j] = bb[j] = T(0);
+      }
+      in_block = 0;
+    };
+    std::fill(bw, bw + 2 * n, T(0));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const T *gr = gp + r * n, *xr = xp + r * n;
@@ -107,11 +125,13 @@ void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, cons
       const T mean_g = Center ? lane_sum<T>(n, [&](int64_t j) { return gw[j]; }) / T(n) : T(0);
       const T mean_gx = lane_sum<T>(n, [&](int64_t j) { return gw[j] * xh[j]; }) / T(n);
       if (want_w)
-        for (int64_t j = 0; j < n; ++j) pw[j] += static_cast<double>(gr[j]) * xh[j];
+        for (int64_t j = 0; j < n; ++j) bw[j] += gr[j] * xh[j];
       if (want_b)
-        for (int64_t j = 0; j < n; ++j) pb[j] += gr[j];
+        for (int64_t j = 0; j < n; ++j) bb[j] += gr[j];
       for (int64_t j = 0; j < n; ++j) dr[j] = rs * (gw[j] - mean_g - xh[j] * mean_gx);
+      if (pw && ++in_block == kRowBlock) flush();
     }
+    if (pw) flush();
   }
   for (int64_t j = 0; j < n; ++j) {
     double sw = 0, sb = 0;
