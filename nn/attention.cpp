@@ -58,6 +58,12 @@ Tensor MultiHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor
   return F::softmax_attention(q, k, v, {cfg_.causal});
 }
 
+// One [B, N, 3·dim] product; softmax_attention_qkv copies dq, dk, dv into the thirds of its
+// gradient, so the projection's backward is one product of each kind.
+Tensor MultiHeadAttention::project_and_attend(const Tensor& x) {
+  return F::softmax_attention_qkv(linear(x, qkv->weight, qkv->bias), heads(), {cfg_.causal});
+}
+
 LinearAttention::LinearAttention(LinearAttentionConfig c)
     : QKVAttention("LinearAttention", c.dim, c.heads, c.qkv_bias), cfg_(c) {}
 

@@ -49,6 +49,7 @@ class MultiHeadAttention : public QKVAttention {
 
  protected:
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v) override;
+  Tensor project_and_attend(const Tensor& x) override;
 
  private:
   MultiHeadAttentionConfig cfg_;

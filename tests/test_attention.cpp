@@ -79,6 +79,27 @@ TEST_CASE("softmax_attention backward equals the composed backward, one key tile
   }
 }
 
+TEST_CASE("softmax_attention_qkv: a packed [B, N, 3·H·d] projection == softmax_attention on its thirds") {
+  const int64_t B = 2, N = 70, H = 2, d = 5;
+  for (bool causal : {false, true}) {
+    CAPTURE(causal);
+    Tensor qkv = randn64({B, N, 3 * H * d}, 11), qkv_ref = qkv.detach().requires_grad_();
+    std::vector<Tensor> h;
+    for (int64_t i = 0; i < 3; ++i)
+      h.push_back(qkv_ref.narrow(2, i * H * d, H * d).view({B, N, H, d}).transpose(1, 2));
+    const Tensor g = randn64({B, H, N, d}, 12, false);
+    const Tensor out = F::softmax_attention_qkv(qkv, H, {causal}), ref = F::softmax_attention(h[0], h[1], h[2], {causal});
+    CHECK(allclose(out, ref, 1e-12, 1e-12));
+    sum(out * g).backward();
+    sum(ref * g).backward();
+    CHECK(allclose(qkv.grad(), qkv_ref.grad(), 1e-12, 1e-12));
+  }
+  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return F::softmax_attention_qkv(in[0], 2, {true}); },
+                  {randn64({1, 5, 12}, 13)});
+  CHECK_THROWS_WITH_AS(F::softmax_attention_qkv(randn64({1, 5, 12}, 14, false), 5),
+                       doctest::Contains("[softmax_attention_qkv] expected qkv [B, N, 3·heads·d]"), linea::Error);
+}
+
 TEST_CASE("softmax_attention is stable for logits ~1e6: finite, float32 matches float64") {
   Generator g(11);
   Tensor q = randn({1, 2, 200, 4}, g, float64) * 1e3, k = randn({1, 2, 200, 4}, g, float64) * 1e3;

@@ -121,3 +121,17 @@ TEST_CASE("GPU softmax_attention: head dims above 128 are an error naming the li
   Tensor q8 = zeros({1, 1, 4, 8}, Device::cuda()), v200 = zeros({1, 1, 4, 200}, Device::cuda());
   CHECK_THROWS_WITH_AS(F::softmax_attention(q8, q8, v200), doctest::Contains("head dims up to 128"), Error);
 }
+
+TEST_CASE("gpu softmax_attention_qkv = on the CPU: output and the packed gradient") {
+  const int64_t B = 2, N = 40, H = 2, d = 8;
+  const Tensor qkv = randn64({B, N, 3 * H * d}, 71, false), g = randn64({B, H, N, d}, 72, false);
+  auto run_on = [&](Device dev) {
+    const Tensor x = qkv.to(dev).requires_grad_();
+    const Tensor out = F::softmax_attention_qkv(x, H, {true});
+    sum(out * g.to(dev)).backward();
+    return std::vector<Tensor>{out.to(Device::cpu()), x.grad().to(Device::cpu())};
+  };
+  const auto cpu = run_on(Device::cpu()), gpu = run_on(Device::cuda());
+  CHECK(allclose(gpu[0], cpu[0], 1e-10, 1e-10));
+  CHECK(allclose(gpu[1], cpu[1], 1e-10, 1e-10));
+}

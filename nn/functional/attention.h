@@ -50,6 +50,10 @@ struct MHLAOptions {
 };
 
 Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, SoftmaxAttentionOptions opts = {});
+// softmax_attention on the heads of a packed projection qkv [B, N, 3·H·d] (q, k, v side by side,
+// as QKVAttention's qkv Linear writes them): one custom_function on qkv, whose gradient is one
+// [B, N, 3·H·d] buffer, so the projection's backward is one product of each kind.
+Tensor softmax_attention_qkv(const Tensor& qkv, int64_t heads, SoftmaxAttentionOptions opts = {});
 Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, LinearAttentionOptions opts = {});
 
 // The fused operator: block summaries, mixing, output and normaliser in one pass, with the

@@ -21,8 +21,6 @@
 // On a device whose backend has its own MHLA kernels (has_fused_mhla(causal): the GPU for both
 // forms, the CPU for this one), mhla() runs those instead (device_fused below); the official
 // normaliser stays on this path, which is also the composite the kernels are tested against.
-#include <array>
-
 #include "linea/autograd/function.h"
 #include "linea/autograd/ops_matmul.h"
 #include "linea/autograd/ops_reduce.h"
@@ -164,20 +162,12 @@ Tensor empty_rows_like(const Tensor& x, int64_t e) {
   return empty({B, H, N, e}, x.dtype(), x.device());
 }
 
-// q, k, v as [B, H, N, d] views of the thirds of a packed [B, N, 3·H·d] projection.
-std::array<Tensor, 3> packed_heads(const Tensor& qkv, int64_t H) {
-  const int64_t B = qkv.size(0), N = qkv.size(1), C = qkv.size(2) / 3;
-  std::array<Tensor, 3> t;
-  for (int64_t i = 0; i < 3; ++i) t[i] = qkv.narrow(2, i * C, C).view({B, N, H, C / H}).transpose(1, 2);
-  return t;
-}
-
 // The kernels read q, k, v, the output and its gradient through their strides (backend.h): the
 // heads stay where the projection put them. `inputs` is {q, k, v, mix}, or with packed = H > 0
 // {qkv, mix} (mhla_qkv), whose gradient is one buffer with dq, dk, dv in its thirds.
 Tensor device_fused(const std::vector<Tensor>& inputs, int64_t packed, const MHLAOptions& opts) {
   const std::array<Tensor, 3> qkv =
-      packed ? packed_heads(inputs[0], packed) : std::array<Tensor, 3>{inputs[0], inputs[1], inputs[2]};
+      packed ? detail::packed_heads("mhla_qkv", inputs[0], packed) : std::array<Tensor, 3>{inputs[0], inputs[1], inputs[2]};
   const Tensor &q = qkv[0], &v = qkv[2], &mix = inputs.back();
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), d = q.size(3), dv = v.size(3), M = mix.size(0);
   const Backend::MHLAArgs args{opts.causal, opts.block_len, opts.feature_map, opts.eps,
@@ -187,7 +177,7 @@ Tensor device_fused(const std::vector<Tensor>& inputs, int64_t packed, const MHL
   return custom_function(
       "mhla", inputs,
       [&](const std::vector<Tensor>& in) {
-        const std::array<Tensor, 3> h = packed ? packed_heads(in[0], packed) : std::array<Tensor, 3>{in[0], in[1], in[2]};
+        const std::array<Tensor, 3> h = packed ? detail::packed_heads("mhla_qkv", in[0], packed) : std::array<Tensor, 3>{in[0], in[1], in[2]};
         Tensor q4 = rows(h[0]), k4 = rows(h[1]), v4 = rows(h[2]), w = in.back().contiguous();
         const int64_t cols = opts.causal ? dv : dv + 1;  // S' = [S | z] carries the normaliser
         Tensor out = empty_rows_like(q4, dv), s = empty({B * H, M, d, cols}, o.dtype, o.device);
@@ -202,7 +192,7 @@ Tensor device_fused(const std::vector<Tensor>& inputs, int64_t packed, const MHL
         const DeviceSaved sv = unpack_saved<DeviceSaved>(saved);
         const Tensor dqkv = packed ? empty(packed_shape, o.dtype, o.device) : Tensor();
         const std::array<Tensor, 3> g =
-            packed ? packed_heads(dqkv, packed)
+            packed ? detail::packed_heads("mhla_qkv", dqkv, packed)
                    : std::array<Tensor, 3>{empty_rows_like(sv.q, sv.q.size(3)), empty_rows_like(sv.k, sv.k.size(3)),
                                            empty_rows_like(sv.v, dv)};
         Tensor dmix = empty(sv.mix.shape(), o.dtype, o.device);
@@ -222,9 +212,7 @@ Tensor mhla(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix
 }
 
 Tensor mhla_qkv(const Tensor& qkv, int64_t heads, const Tensor& mix, MHLAOptions opts) {
-  LINEA_CHECK(qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0 && qkv.size(2) > 0,
-              "[mhla_qkv] expected qkv [B, N, 3·heads·d] for {} heads, got {}", heads, shape_str(qkv.shape()));
-  const std::array<Tensor, 3> h = packed_heads(qkv, heads);
+  const std::array<Tensor, 3> h = detail::packed_heads("mhla_qkv", qkv, heads);
   check_inputs(h[0], h[1], h[2], mix, opts);
   if (device_kernels(h[0], opts)) return device_fused({qkv, mix}, heads, opts);
   return mhla(h[0], h[1], h[2], mix, opts);
