@@ -71,6 +71,11 @@ Tensor LinearAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v
   return F::linear_attention(q, k, v, {cfg_.causal, cfg_.feature_map, cfg_.eps});
 }
 
+// As MultiHeadAttention's: one [B, N, 3·dim] product, gradients in the thirds of one buffer.
+Tensor LinearAttention::project_and_attend(const Tensor& x) {
+  return F::linear_attention_qkv(linear(x, qkv->weight, qkv->bias), heads(), {cfg_.causal, cfg_.feature_map, cfg_.eps});
+}
+
 // ---- mixing-matrix initialisations ----
 
 Tensor block_distance_mix(int64_t grid, MixInit init, double exp_sigma, double local_thres) {

@@ -70,6 +70,7 @@ class LinearAttention : public QKVAttention {
 
  protected:
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v) override;
+  Tensor project_and_attend(const Tensor& x) override;
 
  private:
   LinearAttentionConfig cfg_;

@@ -151,6 +151,26 @@ TEST_CASE("causal linear_attention backward equals the composed backward over th
   }
 }
 
+TEST_CASE("linear_attention_qkv: a packed projection == linear_attention on its thirds, causal or not") {
+  const int64_t B = 2, N = 40, H = 2, d = 3;  // causal: 40 tokens are several chunks, the last one partial
+  for (bool causal : {false, true}) {
+    CAPTURE(causal);
+    const F::LinearAttentionOptions o{causal, F::FeatureMap::Elu1};
+    Tensor qkv = randn64({B, N, 3 * H * d}, 21), qkv_ref = qkv.detach().requires_grad_();
+    std::vector<Tensor> h;
+    for (int64_t i = 0; i < 3; ++i)
+      h.push_back(qkv_ref.narrow(2, i * H * d, H * d).view({B, N, H, d}).transpose(1, 2));
+    const Tensor g = randn64({B, H, N, d}, 22, false);
+    const Tensor out = F::linear_attention_qkv(qkv, H, o), ref = F::linear_attention(h[0], h[1], h[2], o);
+    CHECK(allclose(out, ref, 1e-12, 1e-12));
+    sum(out * g).backward();
+    sum(ref * g).backward();
+    CHECK(allclose(qkv.grad(), qkv_ref.grad(), 1e-12, 1e-12));
+    CHECK_GRADCHECK([o](const std::vector<Tensor>& in) { return F::linear_attention_qkv(in[0], 2, o); },
+                    {randn64({1, 5, 12}, 23)});
+  }
+}
+
 TEST_CASE("attention_matrix: rows sum to 1 and A @ V reproduces the attention outputs") {
   const int64_t N = 80;
   Tensor q = randn64({2, 2, N, 4}, 18, false), k = randn64({2, 2, N, 4}, 19, false), v = randn64({2, 2, N, 3}, 20, false);

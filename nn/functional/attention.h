@@ -55,6 +55,8 @@ Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, Soft
 // [B, N, 3·H·d] buffer, so the projection's backward is one product of each kind.
 Tensor softmax_attention_qkv(const Tensor& qkv, int64_t heads, SoftmaxAttentionOptions opts = {});
 Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, LinearAttentionOptions opts = {});
+// linear_attention on the heads of a packed projection, as softmax_attention_qkv.
+Tensor linear_attention_qkv(const Tensor& qkv, int64_t heads, LinearAttentionOptions opts = {});
 
 // The fused operator: block summaries, mixing, output and normaliser in one pass, with the
 // hand-written backward of spec §5 (one custom_function). This is what models use.

@@ -1,24 +1,10 @@
-// Input validation shared by softmax_attention, linear_attention, mhla and attention_matrix (not
-// part of the public API): one message format for every attention op. And the heads of a packed
-// qkv projection, which the *_qkv ops take.
+// Input validation shared by softmax_attention, linear_attention and attention_matrix (not part
+// of the public API): one message format for every attention op.
 #pragma once
-#include <array>
-
 #include "linea/tensor/error.h"
 #include "linea/tensor/tensor.h"
 
 namespace linea::nn::functional::detail {
-
-// q, k, v as [B, H, N, d] views of the thirds of a packed [B, N, 3·H·d] projection (the layout
-// QKVAttention's qkv Linear writes).
-inline std::array<Tensor, 3> packed_heads(const char* op, const Tensor& qkv, int64_t heads) {
-  LINEA_CHECK(qkv.dim() == 3 && heads > 0 && qkv.size(2) > 0 && qkv.size(2) % (3 * heads) == 0,
-              "[{}] expected qkv [B, N, 3·heads·d] for {} heads, got {}", op, heads, shape_str(qkv.shape()));
-  const int64_t B = qkv.size(0), N = qkv.size(1), C = qkv.size(2) / 3;
-  std::array<Tensor, 3> t;
-  for (int64_t i = 0; i < 3; ++i) t[i] = qkv.narrow(2, i * C, C).view({B, N, heads, C / heads}).transpose(1, 2);
-  return t;
-}
 
 // q, k: [B, H, N, d]; v: [B, H, N, dv] (skipped when undefined); one floating dtype, one device.
 inline void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v = Tensor()) {

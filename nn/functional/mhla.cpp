@@ -26,6 +26,7 @@
 #include "linea/autograd/ops_reduce.h"
 #include "linea/nn/functional/attention.h"
 #include "linea/nn/functional/attention_checks.h"
+#include "linea/nn/functional/packed_qkv.h"
 #include "linea/nn/functional/mhla_detail.h"
 #include "linea/tensor/error.h"
 
@@ -164,21 +165,21 @@ Tensor empty_rows_like(const Tensor& x, int64_t e) {
 
 // The kernels read q, k, v, the output and its gradient through their strides (backend.h): the
 // heads stay where the projection put them. `inputs` is {q, k, v, mix}, or with packed = H > 0
-// {qkv, mix} (mhla_qkv), whose gradient is one buffer with dq, dk, dv in its thirds.
+// {qkv, mix} (mhla_qkv, detail::qkv_function), where the kernels write dq, dk, dv straight into
+// the thirds of one gradient.
 Tensor device_fused(const std::vector<Tensor>& inputs, int64_t packed, const MHLAOptions& opts) {
-  const std::array<Tensor, 3> qkv =
-      packed ? detail::packed_heads("mhla_qkv", inputs[0], packed) : std::array<Tensor, 3>{inputs[0], inputs[1], inputs[2]};
+  const detail::Heads qkv = packed ? detail::packed_heads("mhla_qkv", inputs[0], packed)
+                                   : detail::Heads{inputs[0], inputs[1], inputs[2]};
   const Tensor &q = qkv[0], &v = qkv[2], &mix = inputs.back();
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), d = q.size(3), dv = v.size(3), M = mix.size(0);
   const Backend::MHLAArgs args{opts.causal, opts.block_len, opts.feature_map, opts.eps,
                                opts.causal ? detail::causal_scale(q, opts) : 1.0};
   const Options o(q.dtype(), q.device());
   auto rows = [](const Tensor& x) { return x.strides()[3] == 1 ? x : x.contiguous(); };
-  return custom_function(
-      "mhla", inputs,
-      [&](const std::vector<Tensor>& in) {
-        const std::array<Tensor, 3> h = packed ? detail::packed_heads("mhla_qkv", in[0], packed) : std::array<Tensor, 3>{in[0], in[1], in[2]};
-        Tensor q4 = rows(h[0]), k4 = rows(h[1]), v4 = rows(h[2]), w = in.back().contiguous();
+  return detail::qkv_function(
+      "mhla", inputs, packed,
+      [&](const detail::Heads& h, const std::vector<Tensor>& extra) {
+        Tensor q4 = rows(h[0]), k4 = rows(h[1]), v4 = rows(h[2]), w = extra[0].contiguous();
         const int64_t cols = opts.causal ? dv : dv + 1;  // S' = [S | z] carries the normaliser
         Tensor out = empty_rows_like(q4, dv), s = empty({B * H, M, d, cols}, o.dtype, o.device);
         Tensor sh = empty(s.shape(), o.dtype, o.device);
@@ -187,18 +188,16 @@ Tensor device_fused(const std::vector<Tensor>& inputs, int64_t packed, const MHL
         const DeviceSaved sv{.q = q4, .k = k4, .v = v4, .mix = w, .out = out, .s = s, .sh = sh, .r = r};
         return Forward{out, pack_saved(sv)};
       },
-      [args, o, dv, packed, packed_shape = inputs[0].shape()](const std::vector<Tensor>& saved,
-                                                             const Tensor& grad) -> std::vector<Tensor> {
+      [args, o, dv](const std::vector<Tensor>& saved, const Tensor& grad,
+                    const detail::Heads& dest) -> std::vector<Tensor> {
         const DeviceSaved sv = unpack_saved<DeviceSaved>(saved);
-        const Tensor dqkv = packed ? empty(packed_shape, o.dtype, o.device) : Tensor();
-        const std::array<Tensor, 3> g =
-            packed ? detail::packed_heads("mhla_qkv", dqkv, packed)
-                   : std::array<Tensor, 3>{empty_rows_like(sv.q, sv.q.size(3)), empty_rows_like(sv.k, sv.k.size(3)),
-                                           empty_rows_like(sv.v, dv)};
+        const detail::Heads g = dest[0].defined() ? dest
+                                                  : detail::Heads{empty_rows_like(sv.q, sv.q.size(3)),
+                                                                  empty_rows_like(sv.k, sv.k.size(3)),
+                                                                  empty_rows_like(sv.v, dv)};
         Tensor dmix = empty(sv.mix.shape(), o.dtype, o.device);
         backend(o.device).mhla_backward(sv.q, sv.k, sv.v, sv.mix, args, sv.out, sv.s, sv.sh, sv.r,
                                         grad.strides()[3] == 1 ? grad : grad.contiguous(), g[0], g[1], g[2], dmix);
-        if (packed) return {dqkv, dmix};
         return {g[0], g[1], g[2], dmix};
       });
 }
@@ -212,7 +211,7 @@ Tensor mhla(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix
 }
 
 Tensor mhla_qkv(const Tensor& qkv, int64_t heads, const Tensor& mix, MHLAOptions opts) {
-  const std::array<Tensor, 3> h = detail::packed_heads("mhla_qkv", qkv, heads);
+  const detail::Heads h = detail::packed_heads("mhla_qkv", qkv, heads);
   check_inputs(h[0], h[1], h[2], mix, opts);
   if (device_kernels(h[0], opts)) return device_fused({qkv, mix}, heads, opts);
   return mhla(h[0], h[1], h[2], mix, opts);

@@ -2,12 +2,12 @@
 // interface (Backend::attention_forward / attention_backward: tensor/cpu/cpu_attention.cpp on the
 // CPU, cuda/attention.cu on the GPU). The forward saves the per-row logsumexp, so the backward
 // recomputes each probability tile instead of storing the N×N matrix: memory is O(N·d).
-#include <array>
 #include <cmath>
 
 #include "linea/autograd/function.h"
 #include "linea/nn/functional/attention.h"
 #include "linea/nn/functional/attention_checks.h"
+#include "linea/nn/functional/packed_qkv.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/error.h"
 
@@ -15,14 +15,14 @@ namespace linea::nn::functional {
 
 namespace {
 
-// The op's one custom_function over `inputs`: {q, k, v}, or with packed = H > 0 the packed
-// projection {qkv} (softmax_attention_qkv), whose gradient is one buffer with dq, dk, dv in its
-// thirds. The kernels take [B·H, N, e] contiguous operands: q, k, v are copied in, their gradients
-// copied out (into the thirds, where the unpacked op's caller would copy them anyway).
+// `inputs`: {q, k, v}, or with packed = H > 0 the packed projection {qkv} (softmax_attention_qkv,
+// detail::qkv_function). The kernels take [B·H, N, e] contiguous operands: q, k, v are copied in,
+// and in the packed form their gradients copied out into the thirds of one gradient (where the
+// unpacked op's caller would copy them anyway, merging heads).
 Tensor attend(const std::vector<Tensor>& inputs, int64_t packed, SoftmaxAttentionOptions opts) {
   const char* op = packed ? "softmax_attention_qkv" : "softmax_attention";
-  const std::array<Tensor, 3> h =
-      packed ? detail::packed_heads(op, inputs[0], packed) : std::array<Tensor, 3>{inputs[0], inputs[1], inputs[2]};
+  const detail::Heads h = packed ? detail::packed_heads(op, inputs[0], packed)
+                                 : detail::Heads{inputs[0], inputs[1], inputs[2]};
   const Tensor &q = h[0], &v = h[2];
   detail::check_qkv(op, q, h[1], v);
   LINEA_CHECK(opts.scale >= 0, "[{}] scale must be >= 0 (0 means 1/sqrt(d)), got {}", op, opts.scale);
@@ -33,28 +33,20 @@ Tensor attend(const std::vector<Tensor>& inputs, int64_t packed, SoftmaxAttentio
   const double scale = opts.scale > 0 ? opts.scale : 1.0 / std::sqrt(double(d));
   const bool causal = opts.causal;
   auto flat = [&](const Tensor& x) { return x.contiguous().view({BH, N, x.size(3)}); };
-  return custom_function(
-      op, inputs,
-      [&](const std::vector<Tensor>& in) {
-        const std::array<Tensor, 3> x =
-            packed ? detail::packed_heads(op, in[0], packed) : std::array<Tensor, 3>{in[0], in[1], in[2]};
+  return detail::qkv_function(
+      op, inputs, packed,
+      [&](const detail::Heads& x, const std::vector<Tensor>&) {
         Tensor qc = flat(x[0]), kc = flat(x[1]), vc = flat(x[2]);
         Tensor o = empty({BH, N, dv}, q.dtype(), q.device()), lse = empty({BH, N}, q.dtype(), q.device());
         backend(q.device()).attention_forward(qc, kc, vc, scale, causal, o, lse);
         return Forward{o.view({B, H, N, dv}), {qc, kc, vc, o, lse}};
       },
-      [=, packed_shape = inputs[0].shape()](const std::vector<Tensor>& s, const Tensor& g) -> std::vector<Tensor> {
+      [=](const std::vector<Tensor>& s, const Tensor& g, const detail::Heads&) -> std::vector<Tensor> {
         const Tensor& qc = s[0];
         Tensor gq = empty({BH, N, d}, qc.dtype(), qc.device()), gk = empty({BH, N, d}, qc.dtype(), qc.device());
         Tensor gv = empty({BH, N, dv}, qc.dtype(), qc.device()), gc = g.contiguous().view({BH, N, dv});
-        Backend& be = backend(qc.device());
-        be.attention_backward(qc, s[1], s[2], s[3], s[4], gc, scale, causal, gq, gk, gv);
-        const Tensor grads[] = {gq.view({B, H, N, d}), gk.view({B, H, N, d}), gv.view({B, H, N, dv})};
-        if (!packed) return {grads[0], grads[1], grads[2]};
-        Tensor dqkv = empty(packed_shape, qc.dtype(), qc.device());
-        const std::array<Tensor, 3> thirds = detail::packed_heads(op, dqkv, packed);
-        for (int i = 0; i < 3; ++i) be.copy(grads[i], thirds[i]);
-        return {dqkv};
+        backend(qc.device()).attention_backward(qc, s[1], s[2], s[3], s[4], gc, scale, causal, gq, gk, gv);
+        return {gq.view({B, H, N, d}), gk.view({B, H, N, d}), gv.view({B, H, N, dv})};
       });
 }
 
