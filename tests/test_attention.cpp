@@ -88,7 +88,8 @@ TEST_CASE("softmax_attention_qkv: a packed [B, N, 3·H·d] projection == softmax
     for (int64_t i = 0; i < 3; ++i)
       h.push_back(qkv_ref.narrow(2, i * H * d, H * d).view({B, N, H, d}).transpose(1, 2));
     const Tensor g = randn64({B, H, N, d}, 12, false);
-    const Tensor out = F::softmax_attention_qkv(qkv, H, {causal}), ref = F::softmax_attention(h[0], h[1], h[2], {causal});
+    const Tensor out = F::softmax_attention_qkv(qkv, H, {causal});
+    const Tensor ref = F::softmax_attention(h[0], h[1], h[2], {causal});
     CHECK(allclose(out, ref, 1e-12, 1e-12));
     sum(out * g).backward();
     sum(ref * g).backward();

@@ -68,7 +68,8 @@ struct Saved {
 Tensor rows(const Tensor& x, int64_t packed) { return packed ? x.contiguous() : x; }
 
 // inputs: {q, k, v}, or with packed = H > 0 the packed projection {qkv} (detail::qkv_function).
-Tensor noncausal(const char* op, const std::vector<Tensor>& inputs, int64_t packed, const LinearAttentionOptions& opts) {
+Tensor noncausal(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
+                 const LinearAttentionOptions& opts) {
   using detail::feature_map;
   return detail::qkv_function(
       op, inputs, packed,

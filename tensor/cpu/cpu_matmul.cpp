@@ -38,7 +38,7 @@ void fill_rows(int64_t M, int64_t N, const T* bias, T* c, int64_t ldc) {
     else std::fill(c, c + N, T(0));
 }
 
-// Below this many elements of c, OpenBLAS's own zeroing is as cheap as fill_rows.
+// The fill is for the layers' products; small ones (attention and MHLA tiles) keep beta = 0.
 constexpr int64_t kFillFirst = 64 * 64;
 
 // c = a·b (+ bias, a row of N or null) on this thread: BLAS, or for float32 bf16 dot products when
@@ -62,8 +62,8 @@ void gemm_serial(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, c
 // region). OpenBLAS's own threading splits the skinny products of small models badly: measured
 // here, [8192,64]@[64,192] took 2.6 ms with its 2 threads and 1.05 ms split by rows.
 template <class T>
-void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b, int64_t ldb,
-                T* c, int64_t ldc, const T* bias) {
+void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
+                int64_t ldb, T* c, int64_t ldc, const T* bias) {
   const int nt = omp_get_max_threads();
   if (nt == 1 || omp_in_parallel() || M * N * K < kMinParallelWork)
     return gemm_serial<T>(bf16, ta, tb, M, N, K, a, lda, b, ldb, c, ldc, bias);
