@@ -1,6 +1,7 @@
-// Registry cases: matmul (every operand rank, batch broadcasting, transposed operands), the norms,
-// the losses, and the attention functions: softmax, linear (every feature map, causal or not) and
-// MHLA in its fused and composite forms (padded last blocks, M = 1, d != dv, causal).
+// Registry cases: matmul (every operand rank, batch broadcasting, transposed operands), linear, the
+// norms, the losses, and the attention functions: softmax, linear (every feature map, causal or not)
+// and MHLA in its fused and composite forms (padded last blocks, M = 1, d != dv, causal), and the
+// three on a packed qkv projection.
 #include "mhla_reference.h"
 #include "ops_util.h"
 #include "linea/tensor/error.h"
@@ -84,6 +85,14 @@ std::vector<OpCase> nn_cases() {
        [](V x) { return F::softmax_attention(x[0], x[1], x[2]); }, R},
       {"softmax_attention causal", {{2, 1, 7, 4}, {2, 1, 7, 4}, {2, 1, 7, 4}},
        [](V x) { return F::softmax_attention(x[0], x[1], x[2], {.causal = true}); }, R},
+      // ---- linear (the gemm adds the bias) and the attentions on one packed [B, N, 3·H·d] projection
+      {"linear", {{2, 3, 4}, {5, 4}, {5}}, [](V x) { return linear(x[0], x[1], x[2]); }, R},
+      {"linear, transposed x", {transposed({4, 6}), {3, 6}, {3}}, [](V x) { return linear(x[0], x[1], x[2]); }, R},
+      {"softmax_attention_qkv causal", {{1, 5, 12}},
+       [](V x) { return F::softmax_attention_qkv(x[0], 2, {.causal = true}); }, R},
+      {"linear_attention_qkv elu+1", {{1, 6, 12}},
+       [](V x) { return F::linear_attention_qkv(x[0], 2, {false, F::FeatureMap::Elu1}); }, R},
+      {"mhla_qkv", {{1, 8, 12}, {2, 2}}, [](V x) { return F::mhla_qkv(x[0], 2, sigmoid(x[1]), {.block_len = 4}); }, R},
   };
   // Cross-entropy and MSE under every reduction; cross-entropy with and without smoothing.
   const std::pair<const char*, nn::Reduction> reductions[] = {
