@@ -103,8 +103,7 @@ struct CausalSaved {
 
 Tensor causal(const char* op, const std::vector<Tensor>& inputs, int64_t packed, const LinearAttentionOptions& opts) {
   using detail::feature_map, detail::pad_tokens;
-  const detail::Heads h = packed ? detail::packed_heads(op, inputs[0], packed)
-                                 : detail::Heads{inputs[0], inputs[1], inputs[2]};
+  const detail::Heads h = detail::heads_of(op, inputs, packed);
   const int64_t B = h[0].size(0), H = h[0].size(1), N = h[0].size(2), d = h[0].size(3), dv = h[2].size(3);
   const int64_t M = (N + kChunk - 1) / kChunk, Np = M * kChunk;
   // [B, H, Np, c] -> [B, H, M, C, c] (padding comes after φ: padded keys and values are exact zeros)
@@ -143,8 +142,7 @@ Tensor causal(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
 
 // The checks, and the causal or non-causal form on `inputs` ({q, k, v}, or {qkv} with packed = H).
 Tensor attend(const char* op, const std::vector<Tensor>& inputs, int64_t packed, const LinearAttentionOptions& opts) {
-  const detail::Heads h = packed ? detail::packed_heads(op, inputs[0], packed)
-                                 : detail::Heads{inputs[0], inputs[1], inputs[2]};
+  const detail::Heads h = detail::heads_of(op, inputs, packed);
   const Tensor &q = h[0], &v = h[2];
   detail::check_qkv(op, q, h[1], v);
   LINEA_CHECK(opts.eps >= 0, "[{}] eps must be >= 0, got {}", op, opts.eps);

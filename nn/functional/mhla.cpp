@@ -168,8 +168,7 @@ Tensor empty_rows_like(const Tensor& x, int64_t e) {
 // {qkv, mix} (mhla_qkv, detail::qkv_function), where the kernels write dq, dk, dv straight into
 // the thirds of one gradient.
 Tensor device_fused(const std::vector<Tensor>& inputs, int64_t packed, const MHLAOptions& opts) {
-  const detail::Heads qkv = packed ? detail::packed_heads("mhla_qkv", inputs[0], packed)
-                                   : detail::Heads{inputs[0], inputs[1], inputs[2]};
+  const detail::Heads qkv = detail::heads_of("mhla_qkv", inputs, packed);
   const Tensor &q = qkv[0], &v = qkv[2], &mix = inputs.back();
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), d = q.size(3), dv = v.size(3), M = mix.size(0);
   const Backend::MHLAArgs args{opts.causal, opts.block_len, opts.feature_map, opts.eps,

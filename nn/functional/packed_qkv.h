@@ -7,6 +7,7 @@
 #include <array>
 #include <functional>
 #include <utility>
+#include <vector>
 
 #include "linea/autograd/function.h"
 #include "linea/tensor/backend.h"
@@ -28,6 +29,11 @@ inline Heads packed_heads(const char* op, const Tensor& qkv, int64_t heads) {
   return t;
 }
 
+// q, k, v of an attention's inputs: {q, k, v, ...}, or with packed = H > 0 {qkv, ...}.
+inline Heads heads_of(const char* op, const std::vector<Tensor>& inputs, int64_t packed) {
+  return packed ? packed_heads(op, inputs[0], packed) : Heads{inputs[0], inputs[1], inputs[2]};
+}
+
 // Hands an attention's forward and backward q, k, v. `inputs` is {q, k, v, extra...}, or with
 // packed = H > 0 {qkv, extra...}. backward(saved, g, dest) returns dq, dk, dv and the extra inputs'
 // gradients; dest holds where the packed form wants dq, dk, dv (undefined tensors when not
@@ -38,16 +44,10 @@ using QkvBackward = std::function<std::vector<Tensor>(const std::vector<Tensor>&
 
 inline Tensor qkv_function(const char* name, const std::vector<Tensor>& inputs, int64_t packed,
                            const QkvForward& forward, QkvBackward backward) {
-  auto split = [name, packed](const std::vector<Tensor>& in) {
-    const size_t lead = packed ? 1 : 3;
-    const Heads h = packed ? packed_heads(name, in[0], packed) : Heads{in[0], in[1], in[2]};
-    return std::make_pair(h, std::vector<Tensor>(in.begin() + lead, in.end()));
-  };
   return custom_function(
       name, inputs,
       [&](const std::vector<Tensor>& in) {
-        const auto [h, extra] = split(in);
-        return forward(h, extra);
+        return forward(heads_of(name, in, packed), std::vector<Tensor>(in.begin() + (packed ? 1 : 3), in.end()));
       },
       [name, packed, shape = inputs[0].shape(), backward = std::move(backward)](
           const std::vector<Tensor>& saved, const Tensor& g) -> std::vector<Tensor> {

@@ -21,8 +21,7 @@ namespace {
 // unpacked op's caller would copy them anyway, merging heads).
 Tensor attend(const std::vector<Tensor>& inputs, int64_t packed, SoftmaxAttentionOptions opts) {
   const char* op = packed ? "softmax_attention_qkv" : "softmax_attention";
-  const detail::Heads h = packed ? detail::packed_heads(op, inputs[0], packed)
-                                 : detail::Heads{inputs[0], inputs[1], inputs[2]};
+  const detail::Heads h = detail::heads_of(op, inputs, packed);
   const Tensor &q = h[0], &v = h[2];
   detail::check_qkv(op, q, h[1], v);
   LINEA_CHECK(opts.scale >= 0, "[{}] scale must be >= 0 (0 means 1/sqrt(d)), got {}", op, opts.scale);
@@ -53,7 +52,6 @@ Tensor attend(const std::vector<Tensor>& inputs, int64_t packed, SoftmaxAttentio
 }  // namespace
 
 Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, SoftmaxAttentionOptions opts) {
-  detail::check_qkv("softmax_attention", q, k, v);
   return attend({q, k, v}, 0, opts);
 }
 
