@@ -153,7 +153,7 @@ TEST_CASE("causal linear_attention backward equals the composed backward over th
 }
 
 TEST_CASE("linear_attention_qkv: a packed projection == linear_attention on its thirds, causal or not") {
-  const int64_t B = 2, N = 40, H = 2, d = 3;  // causal: 40 tokens are several chunks, the last one partial
+  const int64_t B = 2, N = 70, H = 2, d = 3;  // causal: a full chunk of 64 tokens and a padded one
   for (bool causal : {false, true}) {
     CAPTURE(causal);
     const F::LinearAttentionOptions o{causal, F::FeatureMap::Elu1};
