@@ -29,7 +29,8 @@ class QKVAttention : public Module {
   // q, k, v: [B, H, N, dim/H] (non-contiguous views of the qkv output) -> [B, H, N, dim/H].
   virtual Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v) = 0;
   // x [B, N, dim] -> the heads' outputs [B, H, N, dim/H]: projects q, k, v and calls attend().
-  // An attention whose op takes the packed projection itself overrides it (MHLA).
+  // An attention whose op has a packed form (softmax_attention_qkv, linear_attention_qkv, mhla_qkv)
+  // overrides it to run one qkv product and hand the op its [B, N, 3·dim] output.
   virtual Tensor project_and_attend(const Tensor& x);
 
  private:
