@@ -6,10 +6,10 @@ every round), each in a fresh process with the same thread count and OpenMP wait
 prints the median over the rounds of each side's median step time, and PyTorch / linea.
 
   python3 bench/peer/run.py [--build build] [--steps 20] [--rounds 3] [--threads 2]
-                            [--precision fp32|bf16] [--torch-precision fp32|bf16]
+                            [--precision fp32|bf16] [--torch-precision fp32|bf16] [--device cpu|cuda]
 
 --precision bf16 runs linea with bf16 dot products (`--precision bf16`); PyTorch stays float32
-unless --torch-precision bf16 (its CPU bf16 autocast).
+unless --torch-precision bf16 (its bf16 autocast). --device cuda runs both sides on the GPU.
 
 Without PyTorch it says how to install it and exits 0.
 """
@@ -33,8 +33,8 @@ def run(cmd, env):
 
 
 def linea_step(exe, kind, a, env):
-    out = run([exe, "--bench", str(a.steps), "--attn", kind, "--threads", str(a.threads), "--precision", a.precision],
-              env)
+    out = run([exe, "--bench", str(a.steps), "--attn", kind, "--threads", str(a.threads), "--precision", a.precision,
+               "--device", a.device], env)
     for line in out.splitlines():
         f = line.split()
         if f and f[0] == kind:
@@ -44,7 +44,8 @@ def linea_step(exe, kind, a, env):
 
 def torch_step(model, kind, a, env):
     out = run([sys.executable, os.path.join(HERE, "torch_models.py"), "--model", model, "--attn", kind,
-               "--bench", str(a.steps), "--threads", str(a.threads), "--precision", a.torch_precision], env)
+               "--bench", str(a.steps), "--threads", str(a.threads), "--precision", a.torch_precision,
+               "--device", a.device], env)
     m = re.search(r"params (\d+) step_ms_median ([\d.]+)", out)
     if not m:
         sys.exit(f"bench-peer: unexpected output from torch_models.py:\n{out}")
@@ -59,7 +60,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="linea's matmul dot products")
     ap.add_argument("--torch-precision", choices=["fp32", "bf16"], default="fp32",
-                    help="PyTorch's (bf16: torch.autocast on the CPU)")
+                    help="PyTorch's (bf16: torch.autocast)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where both sides train")
     ap.add_argument("--check", action="store_true", help="only say whether PyTorch is importable (exit 0 / 1)")
     a = ap.parse_args()
     try:
@@ -76,7 +78,7 @@ def main():
     if "OMP_WAIT_POLICY" not in env and "GOMP_SPINCOUNT" not in env:
         env["GOMP_SPINCOUNT"] = "1000"
     waits = ", ".join(f"{k}={env[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in env)
-    print(f"bench-peer: linea ({a.build}) vs PyTorch {torch.__version__}, {a.threads} threads, "
+    print(f"bench-peer: linea ({a.build}) vs PyTorch {torch.__version__} on {a.device}, {a.threads} threads, "
           f"{waits}, {a.steps} timed steps per run, {a.rounds} rounds, linea {a.precision} / PyTorch "
           f"{a.torch_precision} matmuls; "
           f"load average {open('/proc/loadavg').read().split()[0]} at the start", flush=True)

@@ -22,9 +22,12 @@ Attention, as linea computes it (docs/mhla-spec.md), from the same qkv projectio
   chunks of 16, φ = relu, scale d^-1/2, O_i = s φQ_i Σ_{j<i} W_ij S_j + W_ii ((s φQ_i φK_iᵀ) ∘ mask) V_i,
   then an RMSNorm per head; the mix is projected to tril(clamp(W, 1e-5, 1)) after each step.
 
---precision bf16 runs the forward under torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch's
-bf16 autocast: matmuls and linear layers in bf16 through oneDNN, the rest float32), the nearest
-PyTorch has to linea's `--precision bf16`.
+--precision bf16 runs the forward under torch.autocast(device, dtype=torch.bfloat16) (PyTorch's
+bf16 autocast: matmuls and linear layers in bf16, through oneDNN on the CPU, the rest float32),
+the nearest PyTorch has to linea's `--precision bf16`.
+
+--device cuda builds everything on the GPU (torch.set_default_device) and synchronises it before
+each clock read, as linea's `--device cuda --bench` does.
 
 Prints one line: `params N step_ms_median X` (plus the individual times with --verbose).
 """
@@ -192,10 +195,15 @@ def main():
     ap.add_argument("--bench", type=int, default=20, help="timed steps (after 3 warm-ups)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("torch_models.py --device cuda: PyTorch sees no CUDA device here")
+    torch.set_default_device(a.device)  # the models' parameters, masks and inputs
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
 
     if a.model == "vit":
         model, batch = ViT(a.attn), 128
@@ -214,7 +222,7 @@ def main():
     attns = [m for m in model.modules() if isinstance(m, Attention)]
 
     def step():
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+        with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
             loss = loss_fn()
         loss.item()
         loss.backward()
@@ -229,8 +237,10 @@ def main():
         step()
     times = []
     for _ in range(a.bench):
+        sync()
         t = time.perf_counter()
         step()
+        sync()
         times.append((time.perf_counter() - t) * 1e3)
     params = sum(p.numel() for p in model.parameters())
     print(f"params {params} step_ms_median {statistics.median(times):.2f}")
