@@ -20,6 +20,7 @@
 
 #include "linea/tensor/cpu/blas.h"
 #include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/cpu/gemm_direct.h"
 #include "linea/tensor/cpu/vec_math.h"
 #include "linea/tensor/creation.h"
 #include "linea/tensor/kernel_checks.h"
@@ -32,6 +33,15 @@ constexpr int64_t kBr = 64;   // query rows per tile
 constexpr int64_t kBc = 128;  // key rows per tile
 // Below this many multiply-adds a problem runs on one thread: waking a team costs more.
 constexpr double kParallelWork = 1 << 20;
+
+// c (+)= a·b on tiles: the direct kernel where it runs (float32, AVX2/AVX-512), else BLAS.
+template <class T>
+void tile_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b, int64_t ldb,
+               bool accumulate, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>)
+    if (has_direct_gemm()) return gemm_direct(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
+  blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, accumulate ? T(1) : T(0), c, ldc);
+}
 
 // Row r0 of matrix `bh` of a contiguous [BH, N, c] tensor: tiles are runs of whole rows, so a tile
 // is (pointer, leading dimension c) for BLAS, read as it is or transposed, nothing copied.
@@ -71,7 +81,7 @@ void flash_forward(const Problem& p, const Tensor& q, const Tensor& k, const Ten
         const int64_t bc = std::min(kBc, key_end - c0);
         const bool diagonal = p.causal && c0 + bc - 1 > r0;  // some (row, key) pair here is masked
         T* s = s_buf.data();
-        blas_gemm<T>(false, true, br, bc, p.d, row<T>(q, bh, r0), p.d, row<T>(k, bh, c0), p.d, T(0), s, bc);  // QKᵀ
+        tile_gemm<T>(false, true, br, bc, p.d, row<T>(q, bh, r0), p.d, row<T>(k, bh, c0), p.d, false, s, bc);  // QKᵀ
         for (int64_t r = 0; r < br; ++r) {
           T* sr = s + r * bc;
           // Keys past query r0 + r are masked on the diagonal tile; row 0 of the first tile is
@@ -91,7 +101,7 @@ void flash_forward(const Problem& p, const Tensor& q, const Tensor& k, const Ten
           m[r] = mx;
           for (int64_t e = 0; e < p.dv; ++e) out[r * p.dv + e] *= alpha;
         }
-        blas_gemm<T>(false, false, br, p.dv, bc, s, bc, row<T>(v, bh, c0), p.dv, T(1), out, p.dv);  // out += PV
+        tile_gemm<T>(false, false, br, p.dv, bc, s, bc, row<T>(v, bh, c0), p.dv, true, out, p.dv);  // out += PV
       }
       T* L = lse.data<T>() + bh * p.N + r0;
       for (int64_t r = 0; r < br; ++r) {
@@ -150,8 +160,8 @@ void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Te
         const int64_t br = std::min(kBr, p.N - r0);
         const bool diagonal = p.causal && c0 + bc - 1 > r0;
         T *P = p_buf.data(), *dS = dp_buf.data();
-        blas_gemm<T>(false, true, br, bc, p.d, row<T>(q, bh, r0), p.d, row<T>(k, bh, c0), p.d, T(0), P, bc);
-        blas_gemm<T>(false, true, br, bc, p.dv, row<T>(dout, bh, r0), p.dv, row<T>(v, bh, c0), p.dv, T(0), dS, bc);
+        tile_gemm<T>(false, true, br, bc, p.d, row<T>(q, bh, r0), p.d, row<T>(k, bh, c0), p.d, false, P, bc);
+        tile_gemm<T>(false, true, br, bc, p.dv, row<T>(dout, bh, r0), p.dv, row<T>(v, bh, c0), p.dv, false, dS, bc);
         const T* L = lse.data<T>() + bh * p.N + r0;
         const T* Dr = D.data() + bh * p.N + r0;
         for (int64_t r = 0; r < br; ++r) {
@@ -165,9 +175,9 @@ void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Te
           }
         }
         // dV += Pᵀ dO, dK += s·dSᵀ Q, dQ += s·dS K, accumulated by BLAS itself (beta = 1).
-        blas_gemm<T>(true, false, bc, p.dv, br, P, bc, row<T>(dout, bh, r0), p.dv, T(1), dv_j, p.dv);
-        blas_gemm<T>(true, false, bc, p.d, br, dS, bc, row<T>(q, bh, r0), p.d, T(1), dk_j, p.d);
-        blas_gemm<T>(false, false, br, p.d, bc, dS, bc, row<T>(k, bh, c0), p.d, T(1), row<T>(dq_part, bh, r0), p.d);
+        tile_gemm<T>(true, false, bc, p.dv, br, P, bc, row<T>(dout, bh, r0), p.dv, true, dv_j, p.dv);
+        tile_gemm<T>(true, false, bc, p.d, br, dS, bc, row<T>(q, bh, r0), p.d, true, dk_j, p.d);
+        tile_gemm<T>(false, false, br, p.d, bc, dS, bc, row<T>(k, bh, c0), p.d, true, row<T>(dq_part, bh, r0), p.d);
       }
     }
   }

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "linea/tensor/cpu/gemm_direct_kernel.h"
+#include "linea/tensor/cpu/transpose8x8.h"
 
 namespace linea::cpu {
 
@@ -23,6 +24,7 @@ struct Vec256 {
   static mask tail_mask(int n) {  // lanes 0..n-1: n > lane index
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }
+  static void transpose8(const float* s, int64_t lds, float* d, int64_t ldd) { transpose8x8(s, lds, d, ldd); }
 };
 }  // namespace
 

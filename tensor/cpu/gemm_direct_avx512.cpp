@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include "linea/tensor/cpu/gemm_direct_kernel.h"
+#include "linea/tensor/cpu/transpose8x8.h"
 
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm512_undefined_*() (GCC bug 105593).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -25,6 +26,7 @@ struct Vec512 {
   static void store(float* p, reg v) { _mm512_storeu_ps(p, v); }
   static void store(float* p, mask m, reg v) { _mm512_mask_storeu_ps(p, m, v); }
   static mask tail_mask(int n) { return n == 16 ? mask(0xFFFF) : mask((1u << n) - 1); }
+  static void transpose8(const float* s, int64_t lds, float* d, int64_t ldd) { transpose8x8(s, lds, d, ldd); }
 };
 }  // namespace
 

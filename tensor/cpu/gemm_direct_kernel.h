@@ -4,6 +4,7 @@
 //   Vec::reg  the register type; Vec::W its lanes; Vec::mask a lane mask for a row's tail
 //   zero(), load(p), load(p, m), set1(x), fma(a, b, c), add(a, b), store(p, v), store(p, m, v)
 //   tail_mask(n): the first n lanes (1 <= n <= W)
+//   transpose8(src, lds, dst, ldd): dst[j*ldd + i] = src[i*lds + j] for i, j < 8
 // Nothing else may be used here: a function from the standard library instantiated in one of those
 // files could be emitted with its instructions and picked by the linker for the whole program.
 #pragma once
@@ -68,6 +69,20 @@ void tile_any(int64_t mr, int64_t v, int64_t kc, const float* a, int64_t ai, int
   tile_rows<Vec, MR, NV>(mr, kc, a, ai, ak, b, ldb, c, ldc, tail, accumulate);
 }
 
+// bt[k*N + j] = b(k, j) = b[j*ldb + k] for k < kc, j < N: 8x8 blocks in registers, the edges one
+// element at a time.
+template <class Vec>
+void transpose_b(const float* b, int64_t ldb, int64_t kc, int64_t N, float* bt) {
+  const int64_t n8 = N / 8 * 8, k8 = kc / 8 * 8;
+  for (int64_t j = 0; j < n8; j += 8) {
+    for (int64_t k = 0; k < k8; k += 8) Vec::transpose8(b + j * ldb + k, ldb, bt + k * N + j, N);
+    for (int64_t jj = j; jj < j + 8; ++jj)
+      for (int64_t k = k8; k < kc; ++k) bt[k * N + jj] = b[jj * ldb + k];
+  }
+  for (int64_t j = n8; j < N; ++j)
+    for (int64_t k = 0; k < kc; ++k) bt[k * N + j] = b[j * ldb + k];
+}
+
 // c[M,N] (+)= a[M,K]·b[K,N] as in gemm_direct. `bt` is scratch for KC·N floats, used when tb.
 template <class Vec, int NV>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
@@ -79,8 +94,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int
     const float* bb = b + pc * ldb;
     int64_t ldbb = ldb;
     if (tb) {  // b(k, j) at b[j*ldb + k]
-      for (int64_t j = 0; j < N; ++j)
-        for (int64_t k = 0; k < kc; ++k) bt[k * N + j] = b[j * ldb + pc + k];
+      transpose_b<Vec>(b + pc, ldb, kc, N, bt);
       bb = bt;
       ldbb = N;
     }
