@@ -79,6 +79,28 @@ TEST_CASE("softmax_attention backward equals the composed backward, one key tile
   }
 }
 
+// float32 runs two kernels: N <= 128 (one key tile) the transposed-score form where the CPU has the
+// direct gemm, beyond that the tiled one; both against the float64 kernel on the same values.
+TEST_CASE("softmax_attention float32 forward and backward match float64, one key tile or many") {
+  for (int64_t N : {1, 7, 64, 70, 128, 300})
+    for (bool causal : {false, true}) {
+      CAPTURE(N);
+      CAPTURE(causal);
+      Tensor q = strided64(2, 3, N, 16, 21), k = strided64(2, 3, N, 16, 22), v = strided64(2, 3, N, 12, 23);
+      Tensor g = randn64({2, 3, N, 12}, 24, false);
+      Tensor q32 = q.detach().to(float32).requires_grad_(), k32 = k.detach().to(float32).requires_grad_();
+      Tensor v32 = v.detach().to(float32).requires_grad_();
+      Tensor o = F::softmax_attention(q, k, v, {causal});
+      Tensor o32 = F::softmax_attention(q32, k32, v32, {causal});
+      sum(o * g).backward();
+      sum(o32 * g.to(float32)).backward();
+      CHECK(allclose(o32.to(float64), o, 1e-5, 1e-5));
+      CHECK(allclose(q32.grad().to(float64), q.grad(), 1e-4, 1e-5));
+      CHECK(allclose(k32.grad().to(float64), k.grad(), 1e-4, 1e-5));
+      CHECK(allclose(v32.grad().to(float64), v.grad(), 1e-4, 1e-5));
+    }
+}
+
 TEST_CASE("softmax_attention_qkv: a packed [B, N, 3·H·d] projection == softmax_attention on its thirds") {
   const int64_t B = 2, N = 70, H = 2, d = 5;
   for (bool causal : {false, true}) {

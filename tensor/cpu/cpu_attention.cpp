@@ -11,11 +11,19 @@
 // bookkeeping is plain loops over contiguous buffers, each written so that GCC vectorises it:
 // exp is vec_math.h's (libm's expf is a scalar call: at N = 64 it was most of the kernel's time)
 // and the max and sum are separate `omp simd` reductions.
+//
+// Short sequences (N <= kBc, one key tile: the ViT's 64 tokens, the char-GPT's context) in float32
+// take a second form of the same algorithm, where the direct kernel runs: the score tile is built
+// transposed, Sᵀ = K Qᵀ, so that a vector holds eight query rows and the softmax's max, exp, sum
+// and the backward's dS are vertical operations down the key rows, with no per-row horizontal
+// reductions (at N = 64 those were a quarter of the kernel's time), and every product writes its
+// output whole instead of accumulating into zeroed buffers.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "linea/tensor/cpu/blas.h"
@@ -61,9 +69,87 @@ Problem problem(const Tensor& q, const Tensor& v, double scale, bool causal) {
   return {q.size(0), q.size(1), q.size(2), v.size(2), scale, causal};
 }
 
+// ---- one key tile, float32, transposed scores (see the top of the file)
+
+// Whether problem p takes the transposed single-tile form.
+bool transposed_tile(const Problem& p) { return p.N <= kBc && has_direct_gemm(); }
+
+// o = softmax(s·QKᵀ)V and L for one (batch·head) matrix; st is scratch for N·N floats, m and l for N.
+void tile_forward(const Problem& p, const float* q, const float* k, const float* v, float* o, float* L, float* st,
+                  float* m, float* l) {
+  const int64_t N = p.N;
+  const float scale = static_cast<float>(p.scale);
+  gemm_direct(false, true, N, N, p.d, k, p.d, q, p.d, st, N);  // st[c][r] = k_c · q_r
+  // Key c is masked for the query rows r < c when causal; row 0 of st is never masked, so m is finite.
+  std::fill(m, m + N, -std::numeric_limits<float>::infinity());
+  for (int64_t c = 0; c < N; ++c) {
+    const float* sc = st + c * N;
+#pragma omp simd
+    for (int64_t r = p.causal ? c : 0; r < N; ++r) {
+      const float x = scale * sc[r];
+      m[r] = m[r] < x ? x : m[r];  // std::max here stayed scalar (GCC 12)
+    }
+  }
+  std::fill(l, l + N, 0.0f);
+  for (int64_t c = 0; c < N; ++c) {
+    float* sc = st + c * N;
+    const int64_t r0 = p.causal ? c : 0;
+    std::fill(sc, sc + r0, 0.0f);
+#pragma omp simd
+    for (int64_t r = r0; r < N; ++r) {
+      const float e = vexp(scale * sc[r] - m[r]);
+      sc[r] = e;
+      l[r] += e;
+    }
+  }
+  gemm_direct(true, false, N, p.dv, N, st, N, v, p.dv, o, p.dv);  // o_r = Σ_c P[r][c] v_c, P = stᵀ
+  for (int64_t r = 0; r < N; ++r) {
+    for (int64_t e = 0; e < p.dv; ++e) o[r * p.dv + e] /= l[r];
+    L[r] = m[r] + std::log(l[r]);
+  }
+}
+
+// The gradients of one (batch·head) matrix, recomputing P from L; D = rowsum(dO∘O). pt and dst are
+// scratch for N·N floats each.
+void tile_backward(const Problem& p, const float* q, const float* k, const float* v, const float* L, const float* D,
+                   const float* dout, float* dq, float* dk, float* dv, float* pt, float* dst) {
+  const int64_t N = p.N;
+  const float scale = static_cast<float>(p.scale);
+  gemm_direct(false, true, N, N, p.d, k, p.d, q, p.d, pt, N);        // pt[c][r] = k_c · q_r
+  gemm_direct(false, true, N, N, p.dv, v, p.dv, dout, p.dv, dst, N);  // dPᵀ[c][r] = v_c · dO_r
+  for (int64_t c = 0; c < N; ++c) {
+    float *pc = pt + c * N, *dc = dst + c * N;
+    const int64_t r0 = p.causal ? c : 0;
+    std::fill(pc, pc + r0, 0.0f);
+    std::fill(dc, dc + r0, 0.0f);
+#pragma omp simd
+    for (int64_t r = r0; r < N; ++r) {
+      pc[r] = vexp(scale * pc[r] - L[r]);
+      dc[r] = scale * pc[r] * (dc[r] - D[r]);  // s·dSᵀ: the scale of S = s·QKᵀ folded in
+    }
+  }
+  gemm_direct(false, false, N, p.dv, N, pt, N, dout, p.dv, dv, p.dv);  // dV = Pᵀ dO
+  gemm_direct(false, false, N, p.d, N, dst, N, q, p.d, dk, p.d);       // dK = s·dSᵀ Q
+  gemm_direct(true, false, N, p.d, N, dst, N, k, p.d, dq, p.d);        // dQ = s·dS K
+}
+
+// ---- the tiled form (any N, float64, or a CPU without the direct kernel)
+
 template <class T>
 void flash_forward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                    const Tensor& lse) {
+  if constexpr (std::is_same_v<T, float>)
+    if (transposed_tile(p)) {
+#pragma omp parallel if (p.parallel())
+      {
+        std::vector<float> st(p.N * p.N), m(p.N), l(p.N);
+#pragma omp for schedule(static)
+        for (int64_t bh = 0; bh < p.BH; ++bh)
+          tile_forward(p, row<float>(q, bh, 0), row<float>(k, bh, 0), row<float>(v, bh, 0), row<float>(o, bh, 0),
+                       lse.data<float>() + bh * p.N, st.data(), m.data(), l.data());
+      }
+      return;
+    }
   const int64_t tiles = (p.N + kBr - 1) / kBr;
   const T scale = static_cast<T>(p.scale), neg_inf = -std::numeric_limits<T>::infinity();
 #pragma omp parallel if (p.parallel())
@@ -139,6 +225,19 @@ void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Te
       D[i] = acc;
     }
   }
+  if constexpr (std::is_same_v<T, float>)
+    if (transposed_tile(p)) {
+#pragma omp parallel if (p.parallel())
+      {
+        std::vector<float> pt(p.N * p.N), dst(p.N * p.N);
+#pragma omp for schedule(static)
+        for (int64_t bh = 0; bh < p.BH; ++bh)
+          tile_backward(p, row<float>(q, bh, 0), row<float>(k, bh, 0), row<float>(v, bh, 0),
+                        lse.data<float>() + bh * p.N, D.data() + bh * p.N, row<float>(dout, bh, 0),
+                        row<float>(dq, bh, 0), row<float>(dk, bh, 0), row<float>(dv, bh, 0), pt.data(), dst.data());
+      }
+      return;
+    }
   const int threads = p.parallel() ? omp_get_max_threads() : 1;
   const bool shared_dq = tiles > 1;
   std::vector<Tensor> dq_parts(shared_dq ? threads : 0);
