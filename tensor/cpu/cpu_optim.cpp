@@ -1,6 +1,9 @@
 // Optimizer steps (nn/optim.cpp): one fused loop per parameter, reading each element once; and
 // the sum of squares behind clip_grad_norm_.
 //
+// The loops are `parallel for`, not `parallel for simd`: GCC 12 left the combined simd construct
+// with an if clause scalar, and AdamW ran at 3.7 ns per element (1 thread) instead of 0.54.
+//
 // Elements are independent, so a parameter beyond kParallelMin elements is split over all threads,
 // smaller ones run side by side on different threads, and the result does not depend on the
 // thread count. The scalars are cast to the parameter's
@@ -18,7 +21,7 @@ constexpr int64_t kParallelMin = 1 << 16;
 
 template <class T>
 void sgd_loop(T* p, const T* g, T* buf, int64_t n, T lr, T wd, T momentum, bool nesterov, bool first) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     T d = g[i] + wd * p[i];
     if (buf) {
@@ -31,7 +34,7 @@ void sgd_loop(T* p, const T* g, T* buf, int64_t n, T lr, T wd, T momentum, bool 
 
 template <class T>
 void adamw_loop(T* p, const T* g, T* m, T* v, int64_t n, T decay, T beta1, T beta2, T step_size, T sqrt_bc2, T eps) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     p[i] *= decay;
     m[i] = beta1 * m[i] + (1 - beta1) * g[i];
