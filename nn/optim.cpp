@@ -254,8 +254,16 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   for (const Tensor& s : squares) sq += s.item();
   const double norm = std::sqrt(sq);
   const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1)
-    for (const Tensor& g : grads) backend(g.device()).copy(g * coef, g);  // in place, through g's storage
+  if (coef < 1) {
+    // g *= coef through g's storage: in one pass where g is contiguous (autograd's gradients are),
+    // else through a temporary.
+    Tensor c;
+    for (const Tensor& g : grads) {
+      if (!c.defined() || c.dtype() != g.dtype() || c.device() != g.device()) c = scalar(coef, {g.dtype(), g.device()});
+      if (g.is_contiguous()) backend(g.device()).binary(BinaryOp::Mul, g, c.expand(g.shape()), g);
+      else backend(g.device()).copy(g * c, g);
+    }
+  }
   return norm;
 }
 
