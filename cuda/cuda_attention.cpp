@@ -1,11 +1,15 @@
 // Fused softmax attention on the GPU (attention.cu): the CudaBackend methods check the backend
 // contract of tensor/backend.h and launch the kernels. The backward is three launches: D =
-// rowsum(dO ∘ O), then dK/dV and dQ in two separate passes (deterministic, no atomics).
+// rowsum(dO ∘ O), then dK/dV and dQ in two separate passes (deterministic, no atomics). The
+// kernels take contiguous [B·H, N, e] blocks: operands whose rows lie elsewhere (the heads of a
+// projection, which the backend contract allows) are copied into such blocks first, and outputs
+// are written through one and copied out.
 #include <initializer_list>
 #include <limits>
 
 #include "linea/cuda/cuda_backend.h"
 #include "linea/cuda/launch_attention.h"
+#include "linea/tensor/creation.h"
 #include "linea/tensor/error.h"
 #include "linea/tensor/kernel_checks.h"
 
@@ -26,7 +30,7 @@ void check_attention(const char* op, const Tensor& q, const Tensor& k, const Ten
   for (const Tensor* t : {&q, &k, &v, &lse}) on_device(t);
   for (const Tensor* t : like_q) on_device(t);
   for (const Tensor* t : like_v) on_device(t);
-  const int64_t BH = q.size(0), N = q.size(1), d = q.size(2), dv = v.size(2);
+  const int64_t BH = q.size(0) * q.size(1), N = q.size(2), d = q.size(3), dv = v.size(3);
   LINEA_CHECK(d <= kAttentionMaxHead && dv <= kAttentionMaxHead,
               "[{}] the CUDA kernels take head dims up to {}, got q {} / v {}", op, kAttentionMaxHead,
               shape_str(q.shape()), shape_str(v.shape()));
@@ -36,7 +40,20 @@ void check_attention(const char* op, const Tensor& q, const Tensor& k, const Ten
 }
 
 AttentionShape shape(const Tensor& q, const Tensor& v, double scale, bool causal) {
-  return {q.size(0), q.size(1), static_cast<int>(q.size(2)), static_cast<int>(v.size(2)), scale, causal};
+  return {q.size(0) * q.size(1), q.size(2), static_cast<int>(q.size(3)), static_cast<int>(v.size(3)), scale, causal};
+}
+
+// t itself when contiguous, else a contiguous copy (an input) or buffer (an output).
+Tensor dense_in(Backend& be, const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor c = empty(t.shape(), t.dtype(), t.device());
+  be.copy(t, c);
+  return c;
+}
+Tensor dense_out(const Tensor& t) { return t.is_contiguous() ? t : empty(t.shape(), t.dtype(), t.device()); }
+// An output computed in buffer `c` lands in t.
+void store(Backend& be, const Tensor& c, const Tensor& t) {
+  if (c.data_ptr() != t.data_ptr()) be.copy(c, t);
 }
 
 }  // namespace
@@ -45,9 +62,11 @@ void CudaBackend::attention_forward(const Tensor& q, const Tensor& k, const Tens
                                     const Tensor& out, const Tensor& lse) {
   check_attention("attention_forward", q, k, v, lse, {}, {&v, &out});
   if (lse.numel() == 0) return;  // no rows: an empty grid is not a valid launch
-  LINEA_CUDA_CHECK(launch_attention_forward(q.dtype(), shape(q, v, scale, causal), q.data_ptr(), k.data_ptr(), v.data_ptr(),
-                                            out.data_ptr(), lse.data_ptr()));
+  const Tensor qc = dense_in(*this, q), kc = dense_in(*this, k), vc = dense_in(*this, v), oc = dense_out(out);
+  LINEA_CUDA_CHECK(launch_attention_forward(q.dtype(), shape(q, v, scale, causal), qc.data_ptr(), kc.data_ptr(),
+                                            vc.data_ptr(), oc.data_ptr(), lse.data_ptr()));
   check_launch("attention_forward");
+  store(*this, oc, out);
 }
 
 void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -57,15 +76,21 @@ void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Ten
   if (lse.numel() == 0) return;
   const AttentionShape s = shape(q, v, scale, causal);
   const DType t = q.dtype();
+  const Tensor qc = dense_in(*this, q), kc = dense_in(*this, k), vc = dense_in(*this, v);
+  const Tensor oc = dense_in(*this, out), gc = dense_in(*this, dout);
+  const Tensor dqc = dense_out(dq), dkc = dense_out(dk), dvc = dense_out(dv);
   Tensor D = empty(lse.shape(), lse.dtype(), lse.device());
-  LINEA_CUDA_CHECK(launch_attention_row_dot(t, s, out.data_ptr(), dout.data_ptr(), D.data_ptr()));
+  LINEA_CUDA_CHECK(launch_attention_row_dot(t, s, oc.data_ptr(), gc.data_ptr(), D.data_ptr()));
   check_launch("attention_row_dot");
-  LINEA_CUDA_CHECK(launch_attention_dkdv(t, s, q.data_ptr(), k.data_ptr(), v.data_ptr(), dout.data_ptr(),
-                                         lse.data_ptr(), D.data_ptr(), dk.data_ptr(), dv.data_ptr()));
+  LINEA_CUDA_CHECK(launch_attention_dkdv(t, s, qc.data_ptr(), kc.data_ptr(), vc.data_ptr(), gc.data_ptr(),
+                                         lse.data_ptr(), D.data_ptr(), dkc.data_ptr(), dvc.data_ptr()));
   check_launch("attention_dkdv");
-  LINEA_CUDA_CHECK(launch_attention_dq(t, s, q.data_ptr(), k.data_ptr(), v.data_ptr(), dout.data_ptr(),
-                                       lse.data_ptr(), D.data_ptr(), dq.data_ptr()));
+  LINEA_CUDA_CHECK(launch_attention_dq(t, s, qc.data_ptr(), kc.data_ptr(), vc.data_ptr(), gc.data_ptr(),
+                                       lse.data_ptr(), D.data_ptr(), dqc.data_ptr()));
   check_launch("attention_dq");
+  store(*this, dqc, dq);
+  store(*this, dkc, dk);
+  store(*this, dvc, dv);
 }
 
 }  // namespace linea::cuda

@@ -174,18 +174,20 @@ class Backend {
                              const Tensor& dmix);
 
   // ---- fused attention ----
-  // Exact softmax attention over BH independent [N, ·] problems (batch × heads flattened), in
-  // tiles with an online softmax (FlashAttention-2): no N×N matrix is ever stored.
-  // q, k: [BH, N, d]; v: [BH, N, dv]; all operands contiguous, one floating dtype (float32 or
-  // float64); outputs are fresh contiguous tensors allocated by the caller. With
+  // Exact softmax attention over B·H independent [N, ·] problems, in tiles with an online softmax
+  // (FlashAttention-2): no N×N matrix is ever stored. q, k: [B, H, N, d]; v: [B, H, N, dv]; out,
+  // dout and the gradients shaped like their partner; one floating dtype (float32 or float64).
+  // These are rows: unit stride along the last dim, any other strides, so the heads of a
+  // [B, N, H·e] (or packed [B, N, 3·H·e]) projection are read and written where they lie; outputs
+  // are allocated by the caller and must not overlap. lse is contiguous [B·H, N]. With
   // S = scale · q kᵀ, masked to -inf above the diagonal (key j > query i) when causal:
-  //   out = softmax(S) v          [BH, N, dv]
-  //   lse = logsumexp(S, rows)    [BH, N]   (saved for the backward)
+  //   out = softmax(S) v          [B, H, N, dv]
+  //   lse = logsumexp(S, rows)    [B·H, N]   (saved for the backward)
   virtual void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
                                  const Tensor& out, const Tensor& lse) = 0;
   // Gradients from dout = dL/dout, recomputing P = exp(S - lse) tile by tile:
   //   D = rowsum(dout ∘ out), dS = P ∘ (dout vᵀ - D),
-  //   dq = scale · dS k [BH, N, d],  dk = scale · dSᵀ q [BH, N, d],  dv = Pᵀ dout [BH, N, dv].
+  //   dq = scale · dS k,  dk = scale · dSᵀ q,  dv = Pᵀ dout.
   virtual void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                   const Tensor& lse, const Tensor& dout, double scale, bool causal, const Tensor& dq,
                                   const Tensor& dk, const Tensor& dv) = 0;

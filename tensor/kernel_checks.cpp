@@ -148,16 +148,21 @@ void binary_unsupported(BinaryOp op, DType t) {
 
 void attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
                std::initializer_list<const Tensor*> like_q, std::initializer_list<const Tensor*> like_v) {
-  LINEA_CHECK(q.dim() == 3 && k.shape() == q.shape() && v.dim() == 3 && v.size(0) == q.size(0) &&
-                  v.size(1) == q.size(1) && lse.shape() == Shape({q.size(0), q.size(1)}),
-              "[{}] expected q, k [BH, N, d], v [BH, N, dv] and lse [BH, N], got {} / {} / {} / {}", op,
-              shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()), shape_str(lse.shape()));
+  LINEA_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.dim() == 4 && v.size(0) == q.size(0) &&
+                  v.size(1) == q.size(1) && v.size(2) == q.size(2) &&
+                  lse.shape() == Shape({q.size(0) * q.size(1), q.size(2)}) && lse.is_contiguous() &&
+                  lse.dtype() == q.dtype(),
+              "[{}] expected q, k [B, H, N, d], v [B, H, N, dv] and a contiguous lse [B·H, N] of q's dtype, got {} / "
+              "{} / {} / {} {}",
+              op, shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()), lse.dtype(),
+              shape_str(lse.shape()));
+  // Rows: unit stride along the last dim, any other strides (the heads of a projection, in place).
   auto check = [&](const Tensor& t, const Tensor& like) {
-    LINEA_CHECK(t.is_contiguous() && t.dtype() == q.dtype() && t.shape() == like.shape(),
-                "[{}] expected a contiguous {} tensor shaped {}, got {} {}", op, q.dtype(), shape_str(like.shape()),
-                t.dtype(), shape_str(t.shape()));
+    LINEA_CHECK(t.dtype() == q.dtype() && t.shape() == like.shape() && t.strides()[3] == 1,
+                "[{}] expected a {} tensor shaped {} with unit stride along the last dim, got {} {} (strides {})", op,
+                q.dtype(), shape_str(like.shape()), t.dtype(), shape_str(t.shape()), shape_str(t.strides()));
   };
-  for (const Tensor* t : {&q, &k, &lse}) check(*t, *t);
+  for (const Tensor* t : {&q, &k}) check(*t, *t);
   for (const Tensor* t : like_q) check(*t, q);
   for (const Tensor* t : like_v) check(*t, v);
   dispatch_floating(q.dtype(), op, []<class T>() {});

@@ -116,8 +116,9 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
 
 // ---- softmax attention ----
 
-// q, k [BH, N, d], v [BH, N, dv], lse [BH, N], the tensors in like_q / like_v shaped like q / v;
-// all contiguous, float32 or float64, with q's dtype.
+// q, k [B, H, N, d], v [B, H, N, dv], the tensors in like_q / like_v shaped like q / v, all with
+// unit stride along the last dim (any other strides); lse [B·H, N] contiguous; float32 or float64,
+// all of q's dtype.
 void attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
                std::initializer_list<const Tensor*> like_q, std::initializer_list<const Tensor*> like_v);
 

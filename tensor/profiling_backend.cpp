@@ -198,7 +198,8 @@ class ProfilingBackend final : public Backend {
   // FLOPs of exact attention over [BH, N, d] problems: S = q kᵀ and P v forward; the backward
   // recomputes S, then dP = dout vᵀ, dv = Pᵀ dout, dq = dS k, dk = dSᵀ q. Causal: about half.
   static double attention_flops(const Tensor& q, const Tensor& v, bool causal, double d_terms, double dv_terms) {
-    const double bh = double(q.size(0)), n = double(q.size(1)), d = double(q.size(2)), dv = double(v.size(2));
+    const double bh = double(q.size(0) * q.size(1)), n = double(q.size(2)), d = double(q.size(3)),
+                 dv = double(v.size(3));
     return 2.0 * bh * n * n * (d_terms * d + dv_terms * dv) * (causal ? 0.5 : 1.0);
   }
   void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,

@@ -153,16 +153,6 @@ struct DeviceSaved {
   auto tensors() { return std::tie(q, k, v, mix, out, s, sh, r); }
 };
 
-// A fresh [B, H, N, e] result laid out like x: token-major ([B, N, H, e] storage, seen through a
-// transpose) when x is the heads of a [B, N, H·e] projection, so that merging the heads after
-// attention, and the projection's backward before it, are views rather than copies.
-Tensor empty_rows_like(const Tensor& x, int64_t e) {
-  const int64_t B = x.size(0), H = x.size(1), N = x.size(2);
-  if (H > 1 && N > 1 && x.strides()[2] > x.strides()[1])
-    return empty({B, N, H, e}, x.dtype(), x.device()).transpose(1, 2);
-  return empty({B, H, N, e}, x.dtype(), x.device());
-}
-
 // The kernels read q, k, v, the output and its gradient through their strides (backend.h): the
 // heads stay where the projection put them. `inputs` is {q, k, v, mix}, or with packed = H > 0
 // {qkv, mix} (mhla_qkv, detail::qkv_function), where the kernels write dq, dk, dv straight into
@@ -180,7 +170,7 @@ Tensor device_fused(const std::vector<Tensor>& inputs, int64_t packed, const MHL
       [&](const detail::Heads& h, const std::vector<Tensor>& extra) {
         Tensor q4 = rows(h[0]), k4 = rows(h[1]), v4 = rows(h[2]), w = extra[0].contiguous();
         const int64_t cols = opts.causal ? dv : dv + 1;  // S' = [S | z] carries the normaliser
-        Tensor out = empty_rows_like(q4, dv), s = empty({B * H, M, d, cols}, o.dtype, o.device);
+        Tensor out = detail::empty_rows_like(q4, dv), s = empty({B * H, M, d, cols}, o.dtype, o.device);
         Tensor sh = empty(s.shape(), o.dtype, o.device);
         Tensor r = opts.causal ? Tensor() : empty({B * H, N}, o.dtype, o.device);
         backend(q.device()).mhla_forward(q4, k4, v4, w, args, out, s, sh, r);
@@ -191,9 +181,9 @@ Tensor device_fused(const std::vector<Tensor>& inputs, int64_t packed, const MHL
                     const detail::Heads& dest) -> std::vector<Tensor> {
         const DeviceSaved sv = unpack_saved<DeviceSaved>(saved);
         const detail::Heads g = dest[0].defined() ? dest
-                                                  : detail::Heads{empty_rows_like(sv.q, sv.q.size(3)),
-                                                                  empty_rows_like(sv.k, sv.k.size(3)),
-                                                                  empty_rows_like(sv.v, dv)};
+                                                  : detail::Heads{detail::empty_rows_like(sv.q, sv.q.size(3)),
+                                                                  detail::empty_rows_like(sv.k, sv.k.size(3)),
+                                                                  detail::empty_rows_like(sv.v, dv)};
         Tensor dmix = empty(sv.mix.shape(), o.dtype, o.device);
         backend(o.device).mhla_backward(sv.q, sv.k, sv.v, sv.mix, args, sv.out, sv.s, sv.sh, sv.r,
                                         grad.strides()[3] == 1 ? grad : grad.contiguous(), g[0], g[1], g[2], dmix);

@@ -29,6 +29,16 @@ inline Heads packed_heads(const char* op, const Tensor& qkv, int64_t heads) {
   return t;
 }
 
+// A fresh [B, H, N, e] result laid out like x: token-major ([B, N, H, e] storage, seen through a
+// transpose) when x is the heads of a [B, N, H·e] projection, so that merging the heads after
+// attention, and the projection's backward before it, are views rather than copies.
+inline Tensor empty_rows_like(const Tensor& x, int64_t e) {
+  const int64_t B = x.size(0), H = x.size(1), N = x.size(2);
+  if (H > 1 && N > 1 && x.strides()[2] > x.strides()[1])
+    return empty({B, N, H, e}, x.dtype(), x.device()).transpose(1, 2);
+  return empty({B, H, N, e}, x.dtype(), x.device());
+}
+
 // q, k, v of an attention's inputs: {q, k, v, ...}, or with packed = H > 0 {qkv, ...}.
 inline Heads heads_of(const char* op, const std::vector<Tensor>& inputs, int64_t packed) {
   return packed ? packed_heads(op, inputs[0], packed) : Heads{inputs[0], inputs[1], inputs[2]};

@@ -16,9 +16,10 @@ namespace linea::nn::functional {
 namespace {
 
 // `inputs`: {q, k, v}, or with packed = H > 0 the packed projection {qkv} (softmax_attention_qkv,
-// detail::qkv_function). The kernels take [B·H, N, e] contiguous operands: q, k, v are copied in,
-// and in the packed form their gradients copied out into the thirds of one gradient (where the
-// unpacked op's caller would copy them anyway, merging heads).
+// detail::qkv_function). The kernels read q, k, v, the output and its gradient through their
+// strides (backend.h), so the heads stay where the projection put them; in the packed form dq, dk,
+// dv are written straight into the thirds of one gradient, and the output is laid out so that
+// merging its heads is a view.
 Tensor attend(const std::vector<Tensor>& inputs, int64_t packed, SoftmaxAttentionOptions opts) {
   const char* op = packed ? "softmax_attention_qkv" : "softmax_attention";
   const detail::Heads h = detail::heads_of(op, inputs, packed);
@@ -28,24 +29,25 @@ Tensor attend(const std::vector<Tensor>& inputs, int64_t packed, SoftmaxAttentio
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), d = q.size(3), dv = v.size(3);
   LINEA_CHECK(N > 0 && d > 0 && dv > 0, "[{}] empty sequence or head dim: q {} / v {}", op, shape_str(q.shape()),
               shape_str(v.shape()));
-  const int64_t BH = B * H;
   const double scale = opts.scale > 0 ? opts.scale : 1.0 / std::sqrt(double(d));
   const bool causal = opts.causal;
-  auto flat = [&](const Tensor& x) { return x.contiguous().view({BH, N, x.size(3)}); };
+  auto rows = [](const Tensor& x) { return x.strides()[3] == 1 ? x : x.contiguous(); };
   return detail::qkv_function(
       op, inputs, packed,
       [&](const detail::Heads& x, const std::vector<Tensor>&) {
-        Tensor qc = flat(x[0]), kc = flat(x[1]), vc = flat(x[2]);
-        Tensor o = empty({BH, N, dv}, q.dtype(), q.device()), lse = empty({BH, N}, q.dtype(), q.device());
-        backend(q.device()).attention_forward(qc, kc, vc, scale, causal, o, lse);
-        return Forward{o.view({B, H, N, dv}), {qc, kc, vc, o, lse}};
+        Tensor q4 = rows(x[0]), k4 = rows(x[1]), v4 = rows(x[2]);
+        Tensor o = detail::empty_rows_like(q4, dv), lse = empty({B * H, N}, q.dtype(), q.device());
+        backend(q.device()).attention_forward(q4, k4, v4, scale, causal, o, lse);
+        return Forward{o, {q4, k4, v4, o, lse}};
       },
-      [=](const std::vector<Tensor>& s, const Tensor& g, const detail::Heads&) -> std::vector<Tensor> {
-        const Tensor& qc = s[0];
-        Tensor gq = empty({BH, N, d}, qc.dtype(), qc.device()), gk = empty({BH, N, d}, qc.dtype(), qc.device());
-        Tensor gv = empty({BH, N, dv}, qc.dtype(), qc.device()), gc = g.contiguous().view({BH, N, dv});
-        backend(qc.device()).attention_backward(qc, s[1], s[2], s[3], s[4], gc, scale, causal, gq, gk, gv);
-        return {gq.view({B, H, N, d}), gk.view({B, H, N, d}), gv.view({B, H, N, dv})};
+      [=](const std::vector<Tensor>& s, const Tensor& g, const detail::Heads& dest) -> std::vector<Tensor> {
+        const Tensor &q4 = s[0], &k4 = s[1], &v4 = s[2];
+        const detail::Heads gr = dest[0].defined() ? dest
+                                                   : detail::Heads{detail::empty_rows_like(q4, q4.size(3)),
+                                                                   detail::empty_rows_like(k4, k4.size(3)),
+                                                                   detail::empty_rows_like(v4, v4.size(3))};
+        backend(q4.device()).attention_backward(q4, k4, v4, s[3], s[4], rows(g), scale, causal, gr[0], gr[1], gr[2]);
+        return {gr[0], gr[1], gr[2]};
       });
 }
 

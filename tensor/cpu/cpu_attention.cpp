@@ -18,6 +18,10 @@
 // and the backward's dS are vertical operations down the key rows, with no per-row horizontal
 // reductions (at N = 64 those were a quarter of the kernel's time), and every product writes its
 // output whole instead of accumulating into zeroed buffers.
+//
+// q, k, v, the output and the gradients are [B, H, N, e] rows read and written through their
+// strides (head_rows.h): the heads of the attention's packed [B, N, 3·H·d] projection and of the
+// [B, N, H·dv] output stay where they lie, with no copies into [B·H, N, e] blocks around the kernels.
 #include <omp.h>
 
 #include <algorithm>
@@ -29,8 +33,8 @@
 #include "linea/tensor/cpu/blas.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/gemm_direct.h"
+#include "linea/tensor/cpu/head_rows.h"
 #include "linea/tensor/cpu/vec_math.h"
-#include "linea/tensor/creation.h"
 #include "linea/tensor/kernel_checks.h"
 
 namespace linea::cpu {
@@ -51,13 +55,8 @@ void tile_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, in
   blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, accumulate ? T(1) : T(0), c, ldc);
 }
 
-// Row r0 of matrix `bh` of a contiguous [BH, N, c] tensor: tiles are runs of whole rows, so a tile
-// is (pointer, leading dimension c) for BLAS, read as it is or transposed, nothing copied.
-template <class T>
-T* row(const Tensor& x, int64_t bh, int64_t r0) {
-  return x.data<T>() + (bh * x.size(1) + r0) * x.size(2);
-}
-
+// Tiles are runs of whole rows, so a tile is (pointer to its first row, the tensor's row stride)
+// for BLAS, read as it is or transposed, nothing copied.
 struct Problem {
   int64_t BH, N, d, dv;
   double scale;
@@ -66,7 +65,7 @@ struct Problem {
 };
 
 Problem problem(const Tensor& q, const Tensor& v, double scale, bool causal) {
-  return {q.size(0), q.size(1), q.size(2), v.size(2), scale, causal};
+  return {q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), scale, causal};
 }
 
 // ---- one key tile, float32, transposed scores (see the top of the file)
@@ -74,12 +73,13 @@ Problem problem(const Tensor& q, const Tensor& v, double scale, bool causal) {
 // Whether problem p takes the transposed single-tile form.
 bool transposed_tile(const Problem& p) { return p.N <= kBc && has_direct_gemm(); }
 
-// o = softmax(s·QKᵀ)V and L for one (batch·head) matrix; st is scratch for N·N floats, m and l for N.
-void tile_forward(const Problem& p, const float* q, const float* k, const float* v, float* o, float* L, float* st,
-                  float* m, float* l) {
+// o = softmax(s·QKᵀ)V and L for one (batch·head) pair; st is scratch for N·N floats, m and l for N.
+void tile_forward(const Problem& p, const Rows<const float>& Q, const Rows<const float>& K,
+                  const Rows<const float>& V, const Rows<float>& O, int64_t bh, float* L, float* st, float* m,
+                  float* l) {
   const int64_t N = p.N;
   const float scale = static_cast<float>(p.scale);
-  gemm_direct(false, true, N, N, p.d, k, p.d, q, p.d, st, N);  // st[c][r] = k_c · q_r
+  gemm_direct(false, true, N, N, p.d, K.pair(bh), K.ld, Q.pair(bh), Q.ld, st, N);  // st[c][r] = k_c · q_r
   // Key c is masked for the query rows r < c when causal; row 0 of st is never masked, so m is finite.
   std::fill(m, m + N, -std::numeric_limits<float>::infinity());
   for (int64_t c = 0; c < N; ++c) {
@@ -102,21 +102,25 @@ void tile_forward(const Problem& p, const float* q, const float* k, const float*
       l[r] += e;
     }
   }
-  gemm_direct(true, false, N, p.dv, N, st, N, v, p.dv, o, p.dv);  // o_r = Σ_c P[r][c] v_c, P = stᵀ
+  float* o = O.pair(bh);
+  gemm_direct(true, false, N, p.dv, N, st, N, V.pair(bh), V.ld, o, O.ld);  // o_r = Σ_c P[r][c] v_c, P = stᵀ
   for (int64_t r = 0; r < N; ++r) {
-    for (int64_t e = 0; e < p.dv; ++e) o[r * p.dv + e] /= l[r];
+    for (int64_t e = 0; e < p.dv; ++e) o[r * O.ld + e] /= l[r];
     L[r] = m[r] + std::log(l[r]);
   }
 }
 
-// The gradients of one (batch·head) matrix, recomputing P from L; D = rowsum(dO∘O). pt and dst are
+// The gradients of one (batch·head) pair, recomputing P from L; D = rowsum(dO∘O). pt and dst are
 // scratch for N·N floats each.
-void tile_backward(const Problem& p, const float* q, const float* k, const float* v, const float* L, const float* D,
-                   const float* dout, float* dq, float* dk, float* dv, float* pt, float* dst) {
+void tile_backward(const Problem& p, const Rows<const float>& Q, const Rows<const float>& K,
+                   const Rows<const float>& V, const Rows<const float>& G, const Rows<float>& DQ,
+                   const Rows<float>& DK, const Rows<float>& DV, int64_t bh, const float* L, const float* D,
+                   float* pt, float* dst) {
   const int64_t N = p.N;
   const float scale = static_cast<float>(p.scale);
-  gemm_direct(false, true, N, N, p.d, k, p.d, q, p.d, pt, N);        // pt[c][r] = k_c · q_r
-  gemm_direct(false, true, N, N, p.dv, v, p.dv, dout, p.dv, dst, N);  // dPᵀ[c][r] = v_c · dO_r
+  const float *q = Q.pair(bh), *k = K.pair(bh), *dout = G.pair(bh);
+  gemm_direct(false, true, N, N, p.d, k, K.ld, q, Q.ld, pt, N);                 // pt[c][r] = k_c · q_r
+  gemm_direct(false, true, N, N, p.dv, V.pair(bh), V.ld, dout, G.ld, dst, N);  // dPᵀ[c][r] = v_c · dO_r
   for (int64_t c = 0; c < N; ++c) {
     float *pc = pt + c * N, *dc = dst + c * N;
     const int64_t r0 = p.causal ? c : 0;
@@ -128,16 +132,16 @@ void tile_backward(const Problem& p, const float* q, const float* k, const float
       dc[r] = scale * pc[r] * (dc[r] - D[r]);  // s·dSᵀ: the scale of S = s·QKᵀ folded in
     }
   }
-  gemm_direct(false, false, N, p.dv, N, pt, N, dout, p.dv, dv, p.dv);  // dV = Pᵀ dO
-  gemm_direct(false, false, N, p.d, N, dst, N, q, p.d, dk, p.d);       // dK = s·dSᵀ Q
-  gemm_direct(true, false, N, p.d, N, dst, N, k, p.d, dq, p.d);        // dQ = s·dS K
+  gemm_direct(false, false, N, p.dv, N, pt, N, dout, G.ld, DV.pair(bh), DV.ld);  // dV = Pᵀ dO
+  gemm_direct(false, false, N, p.d, N, dst, N, q, Q.ld, DK.pair(bh), DK.ld);     // dK = s·dSᵀ Q
+  gemm_direct(true, false, N, p.d, N, dst, N, k, K.ld, DQ.pair(bh), DQ.ld);      // dQ = s·dS K
 }
 
 // ---- the tiled form (any N, float64, or a CPU without the direct kernel)
 
 template <class T>
-void flash_forward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                   const Tensor& lse) {
+void flash_forward(const Problem& p, const Rows<const T>& Q, const Rows<const T>& K, const Rows<const T>& V,
+                   const Rows<T>& O, T* lse) {
   if constexpr (std::is_same_v<T, float>)
     if (transposed_tile(p)) {
 #pragma omp parallel if (p.parallel())
@@ -145,8 +149,7 @@ void flash_forward(const Problem& p, const Tensor& q, const Tensor& k, const Ten
         std::vector<float> st(p.N * p.N), m(p.N), l(p.N);
 #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < p.BH; ++bh)
-          tile_forward(p, row<float>(q, bh, 0), row<float>(k, bh, 0), row<float>(v, bh, 0), row<float>(o, bh, 0),
-                       lse.data<float>() + bh * p.N, st.data(), m.data(), l.data());
+          tile_forward(p, Q, K, V, O, bh, lse + bh * p.N, st.data(), m.data(), l.data());
       }
       return;
     }
@@ -158,8 +161,8 @@ void flash_forward(const Problem& p, const Tensor& q, const Tensor& k, const Ten
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < p.BH * tiles; ++task) {
       const int64_t bh = task / tiles, r0 = task % tiles * kBr, br = std::min(kBr, p.N - r0);
-      T* out = o.data<T>() + (bh * p.N + r0) * p.dv;
-      std::fill(out, out + br * p.dv, T(0));
+      T* out = O.row(bh, r0);
+      for (int64_t r = 0; r < br; ++r) std::fill(out + r * O.ld, out + r * O.ld + p.dv, T(0));
       std::fill(m.begin(), m.end(), neg_inf);
       std::fill(l.begin(), l.end(), T(0));
       const int64_t key_end = p.causal ? r0 + br : p.N;  // tiles wholly above the diagonal are skipped
@@ -167,7 +170,7 @@ void flash_forward(const Problem& p, const Tensor& q, const Tensor& k, const Ten
         const int64_t bc = std::min(kBc, key_end - c0);
         const bool diagonal = p.causal && c0 + bc - 1 > r0;  // some (row, key) pair here is masked
         T* s = s_buf.data();
-        tile_gemm<T>(false, true, br, bc, p.d, row<T>(q, bh, r0), p.d, row<T>(k, bh, c0), p.d, false, s, bc);  // QKᵀ
+        tile_gemm<T>(false, true, br, bc, p.d, Q.row(bh, r0), Q.ld, K.row(bh, c0), K.ld, false, s, bc);  // QKᵀ
         for (int64_t r = 0; r < br; ++r) {
           T* sr = s + r * bc;
           // Keys past query r0 + r are masked on the diagonal tile; row 0 of the first tile is
@@ -185,24 +188,17 @@ void flash_forward(const Problem& p, const Tensor& q, const Tensor& k, const Ten
           std::fill(sr + visible, sr + bc, T(0));
           l[r] = l[r] * alpha + sum;
           m[r] = mx;
-          for (int64_t e = 0; e < p.dv; ++e) out[r * p.dv + e] *= alpha;
+          for (int64_t e = 0; e < p.dv; ++e) out[r * O.ld + e] *= alpha;
         }
-        tile_gemm<T>(false, false, br, p.dv, bc, s, bc, row<T>(v, bh, c0), p.dv, true, out, p.dv);  // out += PV
+        tile_gemm<T>(false, false, br, p.dv, bc, s, bc, V.row(bh, c0), V.ld, true, out, O.ld);  // out += PV
       }
-      T* L = lse.data<T>() + bh * p.N + r0;
+      T* L = lse + bh * p.N + r0;
       for (int64_t r = 0; r < br; ++r) {
-        for (int64_t e = 0; e < p.dv; ++e) out[r * p.dv + e] /= l[r];
+        for (int64_t e = 0; e < p.dv; ++e) out[r * O.ld + e] /= l[r];
         L[r] = m[r] + std::log(l[r]);
       }
     }
   }
-}
-
-// acc[0..n) += add[0..n)
-template <class T>
-void accumulate(T* acc, const Tensor& add, int64_t n) {
-  const T* a = add.data<T>();
-  for (int64_t i = 0; i < n; ++i) acc[i] += a[i];
 }
 
 // Gradients of the tiled forward, recomputing P tile by tile. Parallel over (batch·head, key
@@ -210,20 +206,19 @@ void accumulate(T* acc, const Tensor& add, int64_t n) {
 // tasks, so every thread accumulates into its own dQ buffer and the buffers are summed at the end;
 // with one (N <= kBc, the small models' case) a task owns its pair's dQ rows too and writes them.
 template <class T>
-void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                    const Tensor& lse, const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+void flash_backward(const Problem& p, const Rows<const T>& Q, const Rows<const T>& K, const Rows<const T>& V,
+                    const Rows<const T>& O, const T* lse, const Rows<const T>& G, const Rows<T>& DQ,
+                    const Rows<T>& DK, const Rows<T>& DV) {
   const int64_t tiles = (p.N + kBc - 1) / kBc;
   const T scale = static_cast<T>(p.scale);
   // D = rowsum(dO ∘ O): the softmax Jacobian's correction term, one number per query row.
   std::vector<T> D(p.BH * p.N);
-  {
-    const T *po = o.data<T>(), *pg = dout.data<T>();
 #pragma omp parallel for schedule(static) if (p.parallel())
-    for (int64_t i = 0; i < p.BH * p.N; ++i) {
-      T acc = 0;
-      for (int64_t e = 0; e < p.dv; ++e) acc += po[i * p.dv + e] * pg[i * p.dv + e];
-      D[i] = acc;
-    }
+  for (int64_t i = 0; i < p.BH * p.N; ++i) {
+    const T *po = O.row(i / p.N, i % p.N), *pg = G.row(i / p.N, i % p.N);
+    T acc = 0;
+    for (int64_t e = 0; e < p.dv; ++e) acc += po[e] * pg[e];
+    D[i] = acc;
   }
   if constexpr (std::is_same_v<T, float>)
     if (transposed_tile(p)) {
@@ -232,36 +227,36 @@ void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Te
         std::vector<float> pt(p.N * p.N), dst(p.N * p.N);
 #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < p.BH; ++bh)
-          tile_backward(p, row<float>(q, bh, 0), row<float>(k, bh, 0), row<float>(v, bh, 0),
-                        lse.data<float>() + bh * p.N, D.data() + bh * p.N, row<float>(dout, bh, 0),
-                        row<float>(dq, bh, 0), row<float>(dk, bh, 0), row<float>(dv, bh, 0), pt.data(), dst.data());
+          tile_backward(p, Q, K, V, G, DQ, DK, DV, bh, lse + bh * p.N, D.data() + bh * p.N, pt.data(), dst.data());
       }
       return;
     }
   const int threads = p.parallel() ? omp_get_max_threads() : 1;
   const bool shared_dq = tiles > 1;
-  std::vector<Tensor> dq_parts(shared_dq ? threads : 0);
-  if (!shared_dq) std::fill(dq.data<T>(), dq.data<T>() + dq.numel(), T(0));
+  // dQ's rows: the output's own with one key tile, else each thread's contiguous [BH, N, d] part.
+  std::vector<std::vector<T>> dq_parts(shared_dq ? threads : 0);
+  auto zero_rows = [](const Rows<T>& x, int64_t bh, int64_t r0, int64_t rows, int64_t e) {
+    for (int64_t r = 0; r < rows; ++r) std::fill(x.row(bh, r0 + r), x.row(bh, r0 + r) + e, T(0));
+  };
 #pragma omp parallel num_threads(threads)
   {
-    Tensor dq_part = shared_dq ? zeros({p.BH, p.N, p.d}, q.dtype()) : dq;
-    if (shared_dq) dq_parts[omp_get_thread_num()] = dq_part;
+    std::vector<T>* part = shared_dq ? &dq_parts[omp_get_thread_num()] : nullptr;
+    if (part) part->assign(p.BH * p.N * p.d, T(0));
     std::vector<T> p_buf(kBr * kBc), dp_buf(kBr * kBc);
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < p.BH * tiles; ++task) {
       const int64_t bh = task / tiles, c0 = task % tiles * kBc, bc = std::min(kBc, p.N - c0);
-      T* dk_j = dk.data<T>() + (bh * p.N + c0) * p.d;
-      T* dv_j = dv.data<T>() + (bh * p.N + c0) * p.dv;
-      std::fill(dk_j, dk_j + bc * p.d, T(0));
-      std::fill(dv_j, dv_j + bc * p.dv, T(0));
+      T *dk_j = DK.row(bh, c0), *dv_j = DV.row(bh, c0);
+      zero_rows(DK, bh, c0, bc, p.d);
+      zero_rows(DV, bh, c0, bc, p.dv);
       const int64_t first = p.causal ? c0 / kBr * kBr : 0;  // query tiles wholly above are skipped
       for (int64_t r0 = first; r0 < p.N; r0 += kBr) {
         const int64_t br = std::min(kBr, p.N - r0);
         const bool diagonal = p.causal && c0 + bc - 1 > r0;
         T *P = p_buf.data(), *dS = dp_buf.data();
-        tile_gemm<T>(false, true, br, bc, p.d, row<T>(q, bh, r0), p.d, row<T>(k, bh, c0), p.d, false, P, bc);
-        tile_gemm<T>(false, true, br, bc, p.dv, row<T>(dout, bh, r0), p.dv, row<T>(v, bh, c0), p.dv, false, dS, bc);
-        const T* L = lse.data<T>() + bh * p.N + r0;
+        tile_gemm<T>(false, true, br, bc, p.d, Q.row(bh, r0), Q.ld, K.row(bh, c0), K.ld, false, P, bc);
+        tile_gemm<T>(false, true, br, bc, p.dv, G.row(bh, r0), G.ld, V.row(bh, c0), V.ld, false, dS, bc);
+        const T* L = lse + bh * p.N + r0;
         const T* Dr = D.data() + bh * p.N + r0;
         for (int64_t r = 0; r < br; ++r) {
           const int64_t visible = diagonal ? std::clamp<int64_t>(r0 + r - c0 + 1, 0, bc) : bc;
@@ -273,18 +268,25 @@ void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Te
             dSr[c] = scale * Pr[c] * (dSr[c] - Dv);  // s·dS: the scale of S = s·QKᵀ folded in
           }
         }
-        // dV += Pᵀ dO, dK += s·dSᵀ Q, dQ += s·dS K, accumulated by BLAS itself (beta = 1).
-        tile_gemm<T>(true, false, bc, p.dv, br, P, bc, row<T>(dout, bh, r0), p.dv, true, dv_j, p.dv);
-        tile_gemm<T>(true, false, bc, p.d, br, dS, bc, row<T>(q, bh, r0), p.d, true, dk_j, p.d);
-        tile_gemm<T>(false, false, br, p.d, bc, dS, bc, row<T>(k, bh, c0), p.d, true, row<T>(dq_part, bh, r0), p.d);
+        // dV += Pᵀ dO, dK += s·dSᵀ Q, dQ += s·dS K, accumulated by the products themselves.
+        tile_gemm<T>(true, false, bc, p.dv, br, P, bc, G.row(bh, r0), G.ld, true, dv_j, DV.ld);
+        tile_gemm<T>(true, false, bc, p.d, br, dS, bc, Q.row(bh, r0), Q.ld, true, dk_j, DK.ld);
+        if (part)
+          tile_gemm<T>(false, false, br, p.d, bc, dS, bc, K.row(bh, c0), K.ld, true,
+                       part->data() + (bh * p.N + r0) * p.d, p.d);
+        else
+          tile_gemm<T>(false, false, br, p.d, bc, dS, bc, K.row(bh, c0), K.ld, c0 > 0, DQ.row(bh, r0), DQ.ld);
       }
     }
   }
   if (!shared_dq) return;
-  T* out = dq.data<T>();
-  std::fill(out, out + dq.numel(), T(0));
-  for (const Tensor& part : dq_parts)
-    if (part.defined()) accumulate<T>(out, part, dq.numel());
+  for (int64_t i = 0; i < p.BH * p.N; ++i) {  // the parts summed in thread order: deterministic
+    T* out = DQ.row(i / p.N, i % p.N);
+    std::fill(out, out + p.d, T(0));
+    for (const std::vector<T>& part : dq_parts)
+      if (!part.empty())
+        for (int64_t e = 0; e < p.d; ++e) out[e] += part[i * p.d + e];
+  }
 }
 
 }  // namespace
@@ -292,8 +294,10 @@ void flash_backward(const Problem& p, const Tensor& q, const Tensor& k, const Te
 void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
                                    const Tensor& out, const Tensor& lse) {
   kernel_checks::attention("attention_forward", q, k, v, lse, {}, {&v, &out});
-  dispatch_floating(q.dtype(), "attention_forward",
-                    [&]<class T>() { flash_forward<T>(problem(q, v, scale, causal), q, k, v, out, lse); });
+  dispatch_floating(q.dtype(), "attention_forward", [&]<class T>() {
+    flash_forward<T>(problem(q, v, scale, causal), Rows<const T>(q), Rows<const T>(k), Rows<const T>(v), Rows<T>(out),
+                     lse.data<T>());
+  });
 }
 
 void CpuBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -301,7 +305,8 @@ void CpuBackend::attention_backward(const Tensor& q, const Tensor& k, const Tens
                                     const Tensor& dk, const Tensor& dv) {
   kernel_checks::attention("attention_backward", q, k, v, lse, {&dq, &dk}, {&v, &out, &dout, &dv});
   dispatch_floating(q.dtype(), "attention_backward", [&]<class T>() {
-    flash_backward<T>(problem(q, v, scale, causal), q, k, v, out, lse, dout, dq, dk, dv);
+    flash_backward<T>(problem(q, v, scale, causal), Rows<const T>(q), Rows<const T>(k), Rows<const T>(v),
+                      Rows<const T>(out), lse.data<T>(), Rows<const T>(dout), Rows<T>(dq), Rows<T>(dk), Rows<T>(dv));
   });
 }
 

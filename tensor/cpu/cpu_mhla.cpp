@@ -19,6 +19,7 @@
 #include "linea/tensor/cpu/blas.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/gemm_direct.h"
+#include "linea/tensor/cpu/head_rows.h"
 #include "linea/tensor/cpu/vec_math.h"
 #include "linea/tensor/error.h"
 #include "linea/tensor/fused_checks.h"
@@ -40,18 +41,6 @@ Dims check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, co
                 shape_str(t->shape()), t->dtype());
   return g;
 }
-
-// A per-token tensor [B, H, N, e] as rows: pair bh's token t starts at pair(bh) + t * ld.
-template <class P>
-struct Rows {
-  P* p;
-  int64_t sb, sh, ld, H, e;
-  bool contiguous;
-  Rows(const Tensor& t)
-      : p(t.data<std::remove_const_t<P>>()), sb(t.strides()[0]), sh(t.strides()[1]), ld(t.strides()[2]),
-        H(t.size(1)), e(t.size(3)), contiguous(t.is_contiguous()) {}
-  P* pair(int64_t bh) const { return p + (bh / H) * sb + (bh % H) * sh; }
-};
 
 // One row of e values between non-overlapping places (restrict: no aliasing check per row).
 template <class T>
