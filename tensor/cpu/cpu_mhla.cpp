@@ -119,6 +119,13 @@ void load_features(const T* x, int64_t rows, int64_t w, T eps, T* out) {
   for (int64_t i = 0; i < rows * w; ++i) out[i] = phi<fm>(x[i], eps);
 }
 
+// Column c of a [rows, lda] block, contiguous in out: the normaliser columns (ẑ, dz) read by the
+// loops over a row's d elements, which vectorise on a contiguous vector and not on a stride of e.
+template <class T>
+void column(const T* a, int64_t rows, int64_t lda, int64_t c, T* out) {
+  for (int64_t i = 0; i < rows; ++i) out[i] = a[i * lda + c];
+}
+
 // The first `cols` columns of a [rows, lda] block, transposed into out [cols, rows].
 template <class T>
 void transpose(const T* a, int64_t rows, int64_t cols, int64_t lda, T* out) {
@@ -151,10 +158,11 @@ void forward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w,
     T* o = out + t0 * dv;
     load_features<fm>(q + t0 * d, rows, d, eps, fx.data());
     mm<T>(false, false, rows, dv, d, fx.data(), d, shi, e, o, dv);
+    column(shi, d, e, dv, z.data());  // ẑ_i
     for (int64_t t = 0; t < rows; ++t) {
       T den = 0;
 #pragma omp simd reduction(+ : den)
-      for (int64_t c = 0; c < d; ++c) den += fx[t * d + c] * shi[c * e + dv];
+      for (int64_t c = 0; c < d; ++c) den += fx[t * d + c] * z[c];
       den += eps;
       rp[t0 + t] = den;
       const T inv = T(1) / den;
@@ -220,9 +228,10 @@ void backward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w
     // dφQ_i = dU' Ŝ'_iᵀ = Ḡ Ŝ_iᵀ + δ ẑ_iᵀ, then φ'
     transpose(shi, d, dv, e, b.st.data());
     mm<T>(false, false, rows, d, dv, b.gbar.data(), dv, b.st.data(), d, b.dfx.data(), d);
+    column(shi, d, e, dv, b.z.data());  // ẑ_i
     for (int64_t t = 0; t < rows; ++t)
       for (int64_t c = 0; c < d; ++c)
-        dq[(t0 + t) * d + c] = (b.dfx[t * d + c] + b.delta[t] * shi[c * e + dv]) * dphi<fm>(qi[t * d + c]);
+        dq[(t0 + t) * d + c] = (b.dfx[t * d + c] + b.delta[t] * b.z[c]) * dphi<fm>(qi[t * d + c]);
     // dŜ'_i = φ(Q_i)ᵀ dU' = [φ(Q_i)ᵀ Ḡ | φ(Q_i)ᵀ δ]
     load_features<fm>(qi, rows, d, eps, b.fx.data());
     mm<T>(true, false, d, dv, rows, b.fx.data(), d, b.gbar.data(), dv, dshi, e);
@@ -245,9 +254,10 @@ void backward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w
     // dφK_j = V'_j dS'_jᵀ = V_j dS_jᵀ + 1 dz_jᵀ, then φ'
     transpose(dsj, d, dv, e, b.st.data());
     mm<T>(false, false, rows, d, dv, v + t0 * dv, dv, b.st.data(), d, b.dfx.data(), d);
+    column(dsj, d, e, dv, b.z.data());  // dz_j
     for (int64_t t = 0; t < rows; ++t)
       for (int64_t c = 0; c < d; ++c)
-        dk[(t0 + t) * d + c] = (b.dfx[t * d + c] + dsj[c * e + dv]) * dphi<fm>(kj[t * d + c]);
+        dk[(t0 + t) * d + c] = (b.dfx[t * d + c] + b.z[c]) * dphi<fm>(kj[t * d + c]);
     load_features<fm>(kj, rows, d, eps, b.fx.data());
     mm<T>(false, false, rows, dv, d, b.fx.data(), d, dsj, e, dvo + t0 * dv, dv);  // dV_j = φ(K_j) dS_j
   }
