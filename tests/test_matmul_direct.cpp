@@ -84,6 +84,8 @@ TEST_CASE("gemm_direct: matmul takes it where it pays and gets the float64 produ
   // MHLA's block products take it on every kernel; the weight gradients only on AVX-512.
   CHECK(cpu::direct_gemm_pays(false, false, 16, 17, 16) == cpu::has_direct_gemm());
   CHECK(cpu::direct_gemm_pays(true, false, 48, 40, 512) == avx512);
+  // A small product with B read transposed (attention's and MHLA's tiles) takes it on AVX2.
+  CHECK(cpu::direct_gemm_pays(false, true, 16, 16, 16) == (cpu::direct_gemm_isa() == cpu::DirectIsa::Avx2));
   Generator gen(3);
   // dW = dYᵀ·X for [512, 48] activations: a transposed A, K = 512.
   const Tensor dy = randn({512, 48}, gen), x = randn({512, 40}, gen);

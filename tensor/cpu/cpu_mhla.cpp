@@ -126,17 +126,9 @@ void column(const T* a, int64_t rows, int64_t lda, int64_t c, T* out) {
   for (int64_t i = 0; i < rows; ++i) out[i] = a[i * lda + c];
 }
 
-// The first `cols` columns of a [rows, lda] block, transposed into out [cols, rows].
-template <class T>
-void transpose(const T* a, int64_t rows, int64_t cols, int64_t lda, T* out) {
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) out[j * rows + i] = a[i * lda + j];
-}
-
 // The ones column of V' is never stored: each [d, dv+1] summary is a [d, dv] product plus its last
 // column as a sum or a matrix-vector product, so every block product is a [16, 16] x [16, 16]
-// (in the ViT) with neither operand transposed in memory, which the direct kernel runs at twice
-// the rate of a 17-column one.
+// (in the ViT), which the direct kernel runs at twice the rate of a 17-column one.
 template <FeatureMap fm, class T>
 void forward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w, T eps, T* out, T* sp, T* shp, T* rp,
                   std::vector<T>& fx, std::vector<T>& z) {
@@ -199,9 +191,9 @@ void forward(const Dims& g, Rows<const T> Q, Rows<const T> K, Rows<const T> V, c
 // One thread's scratch for backward_pair.
 template <class T>
 struct BackwardScratch {
-  std::vector<T> fx, z, gbar, delta, dfx, st, dsh, ds;
+  std::vector<T> fx, z, gbar, delta, dfx, dsh, ds;
   explicit BackwardScratch(const Dims& g)
-      : fx(g.L * g.d), z(g.d), gbar(g.L * g.dv), delta(g.L), dfx(g.L * g.d), st(g.dv * g.d), dsh(g.M * g.block()),
+      : fx(g.L * g.d), z(g.d), gbar(g.L * g.dv), delta(g.L), dfx(g.L * g.d), dsh(g.M * g.block()),
         ds(g.M * g.block()) {}
 };
 
@@ -226,8 +218,7 @@ void backward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w
       b.delta[t] = -dot * inv;
     }
     // dφQ_i = dU' Ŝ'_iᵀ = Ḡ Ŝ_iᵀ + δ ẑ_iᵀ, then φ'
-    transpose(shi, d, dv, e, b.st.data());
-    mm<T>(false, false, rows, d, dv, b.gbar.data(), dv, b.st.data(), d, b.dfx.data(), d);
+    mm<T>(false, true, rows, d, dv, b.gbar.data(), dv, shi, e, b.dfx.data(), d);
     column(shi, d, e, dv, b.z.data());  // ẑ_i
     for (int64_t t = 0; t < rows; ++t)
       for (int64_t c = 0; c < d; ++c)
@@ -252,8 +243,7 @@ void backward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w
     const int64_t rows = g.rows(j), t0 = j * g.L;
     const T *dsj = b.ds.data() + j * se, *kj = k + t0 * d;
     // dφK_j = V'_j dS'_jᵀ = V_j dS_jᵀ + 1 dz_jᵀ, then φ'
-    transpose(dsj, d, dv, e, b.st.data());
-    mm<T>(false, false, rows, d, dv, v + t0 * dv, dv, b.st.data(), d, b.dfx.data(), d);
+    mm<T>(false, true, rows, d, dv, v + t0 * dv, dv, dsj, e, b.dfx.data(), d);
     column(dsj, d, e, dv, b.z.data());  // dz_j
     for (int64_t t = 0; t < rows; ++t)
       for (int64_t c = 0; c < d; ++c)
