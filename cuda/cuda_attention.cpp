@@ -1,15 +1,13 @@
 // Fused softmax attention on the GPU (attention.cu): the CudaBackend methods check the backend
 // contract of tensor/backend.h and launch the kernels. The backward is three launches: D =
 // rowsum(dO ∘ O), then dK/dV and dQ in two separate passes (deterministic, no atomics). The
-// kernels take contiguous [B·H, N, e] blocks: operands whose rows lie elsewhere (the heads of a
-// projection, which the backend contract allows) are copied into such blocks first, and outputs
-// are written through one and copied out.
+// kernels take contiguous [B·H, N, e] blocks (packed_rows.h).
 #include <initializer_list>
 #include <limits>
 
 #include "linea/cuda/cuda_backend.h"
 #include "linea/cuda/launch_attention.h"
-#include "linea/tensor/creation.h"
+#include "linea/cuda/packed_rows.h"
 #include "linea/tensor/error.h"
 #include "linea/tensor/kernel_checks.h"
 
@@ -43,30 +41,17 @@ AttentionShape shape(const Tensor& q, const Tensor& v, double scale, bool causal
   return {q.size(0) * q.size(1), q.size(2), static_cast<int>(q.size(3)), static_cast<int>(v.size(3)), scale, causal};
 }
 
-// t itself when contiguous, else a contiguous copy (an input) or buffer (an output).
-Tensor dense_in(Backend& be, const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  Tensor c = empty(t.shape(), t.dtype(), t.device());
-  be.copy(t, c);
-  return c;
-}
-Tensor dense_out(const Tensor& t) { return t.is_contiguous() ? t : empty(t.shape(), t.dtype(), t.device()); }
-// An output computed in buffer `c` lands in t.
-void store(Backend& be, const Tensor& c, const Tensor& t) {
-  if (c.data_ptr() != t.data_ptr()) be.copy(c, t);
-}
-
 }  // namespace
 
 void CudaBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
                                     const Tensor& out, const Tensor& lse) {
   check_attention("attention_forward", q, k, v, lse, {}, {&v, &out});
   if (lse.numel() == 0) return;  // no rows: an empty grid is not a valid launch
-  const Tensor qc = dense_in(*this, q), kc = dense_in(*this, k), vc = dense_in(*this, v), oc = dense_out(out);
+  const Tensor qc = packed(*this, q), kc = packed(*this, k), vc = packed(*this, v), oc = packed_out(out);
   LINEA_CUDA_CHECK(launch_attention_forward(q.dtype(), shape(q, v, scale, causal), qc.data_ptr(), kc.data_ptr(),
                                             vc.data_ptr(), oc.data_ptr(), lse.data_ptr()));
   check_launch("attention_forward");
-  store(*this, oc, out);
+  unpack(*this, oc, out);
 }
 
 void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -76,9 +61,9 @@ void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Ten
   if (lse.numel() == 0) return;
   const AttentionShape s = shape(q, v, scale, causal);
   const DType t = q.dtype();
-  const Tensor qc = dense_in(*this, q), kc = dense_in(*this, k), vc = dense_in(*this, v);
-  const Tensor oc = dense_in(*this, out), gc = dense_in(*this, dout);
-  const Tensor dqc = dense_out(dq), dkc = dense_out(dk), dvc = dense_out(dv);
+  const Tensor qc = packed(*this, q), kc = packed(*this, k), vc = packed(*this, v);
+  const Tensor oc = packed(*this, out), gc = packed(*this, dout);
+  const Tensor dqc = packed_out(dq), dkc = packed_out(dk), dvc = packed_out(dv);
   Tensor D = empty(lse.shape(), lse.dtype(), lse.device());
   LINEA_CUDA_CHECK(launch_attention_row_dot(t, s, oc.data_ptr(), gc.data_ptr(), D.data_ptr()));
   check_launch("attention_row_dot");
@@ -88,9 +73,9 @@ void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Ten
   LINEA_CUDA_CHECK(launch_attention_dq(t, s, qc.data_ptr(), kc.data_ptr(), vc.data_ptr(), gc.data_ptr(),
                                        lse.data_ptr(), D.data_ptr(), dqc.data_ptr()));
   check_launch("attention_dq");
-  store(*this, dqc, dq);
-  store(*this, dkc, dk);
-  store(*this, dvc, dv);
+  unpack(*this, dqc, dq);
+  unpack(*this, dkc, dk);
+  unpack(*this, dvc, dv);
 }
 
 }  // namespace linea::cuda

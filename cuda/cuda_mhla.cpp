@@ -9,6 +9,7 @@
 
 #include "linea/cuda/cuda_backend.h"
 #include "linea/cuda/launch_mhla.h"
+#include "linea/cuda/packed_rows.h"
 #include "linea/tensor/error.h"
 #include "linea/tensor/fused_checks.h"
 
@@ -60,25 +61,6 @@ MhlaOperand features(const Tensor& x, const Backend::MHLAArgs& a) {
 MhlaOperand plain(const Tensor& x, bool ones_column) {
   const int w = static_cast<int>(x.size(2));
   return {x.data_ptr(), w, ones_column ? w + 1 : w, FeatureMap::Identity, 0, nullptr, nullptr};
-}
-
-// The kernels of mhla.cu read and write [BH, N, e] contiguous rows. A per-token tensor in another
-// layout (the heads of a [B, N, H·e] projection, say) goes through a packed copy.
-Tensor packed(CudaBackend& be, const Tensor& x) {
-  const Shape rows{x.size(0) * x.size(1), x.size(2), x.size(3)};
-  if (x.is_contiguous()) return x.view(rows);
-  Tensor c = scratch(x.shape(), x);
-  be.copy(x, c);
-  return c.view(rows);
-}
-// Where a kernel writes a per-token result: dst itself when contiguous, else a packed scratch
-// that unpack() then copies into dst.
-Tensor packed_out(const Tensor& dst) {
-  const Shape rows{dst.size(0) * dst.size(1), dst.size(2), dst.size(3)};
-  return dst.is_contiguous() ? dst.view(rows) : scratch(rows, dst);
-}
-void unpack(CudaBackend& be, const Tensor& result, const Tensor& dst) {
-  if (!dst.is_contiguous()) be.copy(result.view(dst.shape()), dst);
 }
 
 // The causal mixer s·W_strict (the part of W that mixes earlier chunks' summaries).

@@ -37,8 +37,8 @@ Tensor QKVAttention::forward(const Tensor& x) {
 
 Tensor QKVAttention::project_and_attend(const Tensor& x) {
   const int64_t B = x.size(0), N = x.size(1), hd = dim_ / heads_;
-  // For an op without a packed form (causal MHLA, composed from primitive ops; the others override
-  // this with their *_qkv forms): q, k, v each from its own rows of the qkv weight (views: one
+  // For an op without a packed form (causal MHLA with RoPE; the others override this with their
+  // *_qkv forms): q, k, v each from its own rows of the qkv weight (views: one
   // parameter, as stacked). Slicing one [B, N, 3·dim] product instead would hand each slice's
   // backward a zero-filled gradient of the whole product, three of which are then added up
   // (measured with --profile on the ViT: about 225 MB of fills, adds and copies per step). This
@@ -165,35 +165,42 @@ F::MHLAOptions MHLA::noncausal_options(int64_t N) const {
   return o;
 }
 
-// Non-causal: one [B, N, 3·dim] product, and mhla_qkv's kernels write dq, dk, dv into the thirds
-// of its gradient, so the projection's backward is one product of each kind. ViT-MHLA profile
-// against three projections: backward GEMMs 39.7 -> 34.5 ms, forward 17.2 -> 15.8 ms.
+std::pair<F::MHLAOptions, Tensor> MHLA::causal_setup(int64_t N) const {
+  const int64_t M = mix.size(0), chunks = (N + cfg_.block_len - 1) / cfg_.block_len;
+  LINEA_CHECK(chunks <= M, "[MHLA] {} tokens exceed max_len {} (mix is [{}, {}] chunks of {})", N, cfg_.max_len, M, M,
+              cfg_.block_len);
+  F::MHLAOptions o;
+  o.eps = cfg_.eps;
+  o.causal = true;
+  o.block_len = cfg_.block_len;
+  o.feature_map = F::FeatureMap::Relu;
+  return {o, mix.narrow(0, 0, chunks).narrow(1, 0, chunks)};
+}
+
+// One [B, N, 3·dim] product, and mhla_qkv's kernels write dq, dk, dv into the thirds of its
+// gradient, so the projection's backward is one product of each kind. ViT-MHLA profile against
+// three projections: backward GEMMs 39.7 -> 34.5 ms, forward 17.2 -> 15.8 ms. With RoPE, which
+// rotates φ(q) and φ(k) before the op, the causal form keeps three projections (attend()).
 Tensor MHLA::project_and_attend(const Tensor& x) {
-  if (cfg_.causal) return QKVAttention::project_and_attend(x);
-  return F::mhla_qkv(linear(x, qkv->weight, qkv->bias), heads(), mix, noncausal_options(x.size(1)));
+  const int64_t N = x.size(1);
+  if (!cfg_.causal) return F::mhla_qkv(linear(x, qkv->weight, qkv->bias), heads(), mix, noncausal_options(N));
+  if (rope) return QKVAttention::project_and_attend(x);
+  const auto [o, w] = causal_setup(N);
+  return out_norm->forward(F::mhla_qkv(linear(x, qkv->weight, qkv->bias), heads(), w, o));
 }
 
 Tensor MHLA::attend(const Tensor& q, const Tensor& k, const Tensor& v) {
-  const int64_t N = q.size(2), M = mix.size(0);
+  const int64_t N = q.size(2);
   if (!cfg_.causal) return F::mhla(q, k, v, mix, noncausal_options(N));
-  F::MHLAOptions o;
-  o.eps = cfg_.eps;
-  const int64_t chunks = (N + cfg_.block_len - 1) / cfg_.block_len;
-  LINEA_CHECK(chunks <= M, "[MHLA] {} tokens exceed max_len {} (mix is [{}, {}] chunks of {})", N, cfg_.max_len, M, M,
-              cfg_.block_len);
-  o.causal = true;
-  o.block_len = cfg_.block_len;
-  Tensor w = mix.narrow(0, 0, chunks).narrow(1, 0, chunks);  // a view: the gradient reaches mix
+  auto [o, w] = causal_setup(N);
   Tensor out;
   if (rope) {  // φ first, then RoPE (spec §3): the op then sees ready-made features
     o.feature_map = F::FeatureMap::Identity;
     out = F::mhla(rope->forward(relu(q)), rope->forward(relu(k)), v, w, o);
   } else {
-    o.feature_map = F::FeatureMap::Relu;
     out = F::mhla(q, k, v, w, o);
   }
   return out_norm->forward(out);
 }
-
 
 }  // namespace linea::nn

@@ -6,6 +6,7 @@
 //   MHLA               — multi-head linear attention with a learnable block-mixing matrix `mix`
 #pragma once
 #include <memory>
+#include <utility>
 
 #include "linea/nn/embedding.h"
 #include "linea/nn/functional/attention.h"
@@ -131,6 +132,9 @@ class MHLA : public QKVAttention {
 
  private:
   functional::MHLAOptions noncausal_options(int64_t N) const;
+  // The causal op's options for N tokens (φ = relu) and the chunks of mix it reads (a view, so
+  // the gradient reaches mix).
+  std::pair<functional::MHLAOptions, Tensor> causal_setup(int64_t N) const;
   MHLAConfig cfg_;
 };
 

@@ -142,8 +142,9 @@ class Backend {
 
   // ---- fused MHLA (nn/functional/mhla.cpp; docs/mhla.md, "Fused CUDA kernels") ----
   // Multi-head linear attention as the device's own kernels instead of a composition of GEMMs
-  // and elementwise ops. CUDA has both forms; the CPU the non-causal one (tensor/cpu/cpu_mhla.cpp:
-  // one (batch, head) pair at a time in cache), its causal form is the composition of mhla_causal.cpp.
+  // and elementwise ops. CUDA and the CPU have both forms (tensor/cpu/cpu_mhla.cpp: one (batch,
+  // head) pair at a time in cache); mhla_causal.cpp is the causal form as batched GEMMs, for a
+  // backend without them.
   // Shapes (M = ceil(N / block_len) blocks, one floating dtype): q, k [B, H, N, d]; v [B, H, N, dv];
   // out [B, H, N, dv]; mix [M, M] contiguous. The per-token tensors (q, k, v, out, and grad, dq,
   // dk, dv below) need unit stride along the last dim only: the heads of a [B, N, H·e] projection

@@ -1,9 +1,11 @@
-// Causal MHLA: the fused chunkwise op (hand-written backward), its composite twin, the masked
-// quadratic oracle (check/mhla_reference.h), and the streaming form must all be one function
+// Causal MHLA: the device's kernels (the CPU's in tensor/cpu/cpu_mhla.cpp), the chunkwise op as
+// batched GEMMs (detail::mhla_causal; both with hand-written backwards), its composite twin, the
+// masked quadratic oracle (check/mhla_reference.h), and the streaming form must all be one function
 // (spec §3, §5.3). Float64 gradchecks: registry cases (check/ops_nn.cpp), run by ctest check_gradcheck.
 #include <cmath>
 
 #include <linea/nn/functional/attention.h>
+#include <linea/nn/functional/mhla_detail.h>
 
 #include "helpers.h"
 #include "mhla_reference.h"
@@ -114,6 +116,54 @@ TEST_CASE("causal mhla: fused backward == composite backward, upper triangle of 
       for (int64_t j = i + 1; j < M; ++j) CHECK(gf[3].at({i, j}) == 0.0);
     Tensor changed = in.mix.detach() + triu(full_like(in.mix, 5.0), 1);
     CHECK(allclose(mhla(in.q, in.k, in.v, changed, o), mhla(in.q, in.k, in.v, in.mix, o), 0, 0));
+  }
+}
+
+TEST_CASE("causal mhla: the CPU kernels == the chunkwise GEMM form, forward and backward (float64)") {
+  // mhla() runs the backend's kernels (has_fused_mhla(true)); detail::mhla_causal is the same
+  // algorithm as batched GEMMs over all pairs (the form for a backend without kernels).
+  REQUIRE(backend(Device::cpu()).has_fused_mhla(true));
+  uint64_t seed = 350;
+  for (const Case& c : kCases) {
+    CAPTURE(c.N);
+    CAPTURE(c.C);
+    Inputs in = make_inputs(c, seed += 10);
+    MHLAOptions o = causal_opts(c.C, c.fm);
+    const Tensor fused = mhla(in.q, in.k, in.v, in.mix, o);
+    const Tensor chunked = detail::mhla_causal(in.q, in.k, in.v, in.mix, o);
+    CHECK(allclose(fused, chunked, 1e-12, 1e-12));
+    std::vector<Tensor> gf = grads_of(fused, in, seed + 5), gc = grads_of(chunked, in, seed + 5);
+    for (size_t i = 0; i < gf.size(); ++i) {
+      CAPTURE(i);
+      CHECK(allclose(gf[i], gc[i], 1e-10, 1e-10));
+    }
+  }
+}
+
+TEST_CASE("causal mhla: the CPU kernels in float32 (the char-GPT's chunks, and a short last one) match float64") {
+  for (int64_t N : {64, 60}) {
+    CAPTURE(N);
+    const int64_t B = 2, H = 2, C = 16, d = 32, dv = 32, M = (N + C - 1) / C;
+    Generator g(360);
+    Tensor q = randn({B, H, N, d}, g), k = randn({B, H, N, d}, g), v = randn({B, H, N, dv}, g);
+    Tensor w = randn({B, H, N, dv}, g), mix = lm_init(M, DType::Float32);
+    const MHLAOptions o = causal_opts(C, FeatureMap::Relu);
+    std::vector<Tensor> got, want;
+    for (bool f64 : {false, true}) {
+      std::vector<Tensor> leaves;
+      for (const Tensor& t : {q, k, v, mix})
+        leaves.push_back((f64 ? t.to(DType::Float64) : t).detach().requires_grad_());
+      Tensor out = mhla(leaves[0], leaves[1], leaves[2], leaves[3], o);
+      out.backward(f64 ? w.to(DType::Float64) : w);
+      std::vector<Tensor>& dst = f64 ? want : got;
+      dst.push_back(out);
+      for (const Tensor& l : leaves) dst.push_back(l.grad());
+    }
+    for (size_t i = 0; i < got.size(); ++i) {  // out, dq, dk, dv, dmix
+      CAPTURE(i);
+      const double err = max(abs(got[i].to(DType::Float64) - want[i])).item() / max(abs(want[i])).item();
+      CHECK(err <= 2e-5);
+    }
   }
 }
 

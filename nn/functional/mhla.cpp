@@ -18,8 +18,8 @@
 //   dS' = Wᵀ dŜ',   dφK_j = V'_j dS'_jᵀ,  dV_j = φK_j dS'_j[:, :dv]
 // followed by φ'. The official-normaliser variant (§5.2) swaps the δ column for its own terms.
 //
-// On a device whose backend has its own MHLA kernels (has_fused_mhla(causal): the GPU for both
-// forms, the CPU for this one), mhla() runs those instead (device_fused below); the official
+// On a device whose backend has its own MHLA kernels (has_fused_mhla(causal): the GPU and the CPU,
+// for both forms), mhla() runs those instead (device_fused below); the official
 // normaliser stays on this path, which is also the composite the kernels are tested against.
 #include "linea/autograd/function.h"
 #include "linea/autograd/ops_matmul.h"
@@ -164,11 +164,12 @@ Tensor device_fused(const std::vector<Tensor>& inputs, int64_t packed, const MHL
   const Backend::MHLAArgs args{opts.causal, opts.block_len, opts.feature_map, opts.eps,
                                opts.causal ? detail::causal_scale(q, opts) : 1.0};
   const Options o(q.dtype(), q.device());
-  auto rows = [](const Tensor& x) { return x.strides()[3] == 1 ? x : x.contiguous(); };
+  using detail::unit_stride_rows;
   return detail::qkv_function(
       "mhla", inputs, packed,
       [&](const detail::Heads& h, const std::vector<Tensor>& extra) {
-        Tensor q4 = rows(h[0]), k4 = rows(h[1]), v4 = rows(h[2]), w = extra[0].contiguous();
+        Tensor q4 = unit_stride_rows(h[0]), k4 = unit_stride_rows(h[1]), v4 = unit_stride_rows(h[2]);
+        Tensor w = extra[0].contiguous();
         const int64_t cols = opts.causal ? dv : dv + 1;  // S' = [S | z] carries the normaliser
         Tensor out = detail::empty_rows_like(q4, dv), s = empty({B * H, M, d, cols}, o.dtype, o.device);
         Tensor sh = empty(s.shape(), o.dtype, o.device);
@@ -186,7 +187,7 @@ Tensor device_fused(const std::vector<Tensor>& inputs, int64_t packed, const MHL
                                                                   detail::empty_rows_like(sv.v, dv)};
         Tensor dmix = empty(sv.mix.shape(), o.dtype, o.device);
         backend(o.device).mhla_backward(sv.q, sv.k, sv.v, sv.mix, args, sv.out, sv.s, sv.sh, sv.r,
-                                        grad.strides()[3] == 1 ? grad : grad.contiguous(), g[0], g[1], g[2], dmix);
+                                        detail::unit_stride_rows(grad), g[0], g[1], g[2], dmix);
         return {g[0], g[1], g[2], dmix};
       });
 }

@@ -1,4 +1,6 @@
-// Causal MHLA in its chunkwise (training) form: spec §3 (forward) and §5.3 (backward).
+// Causal MHLA in its chunkwise (training) form: spec §3 (forward) and §5.3 (backward), as batched
+// GEMMs over all pairs. mhla() runs it on a backend without its own MHLA kernels (the CPU and CUDA
+// have them: has_fused_mhla(true)); tests hold the kernels to it (test_mhla_causal.cpp).
 //
 // Chunk i holds tokens [iC, (i+1)C); the last chunk is zero-padded after φ. With the summaries
 // S_j = K̂_jᵀ V_j and the strictly-lower part W_s of the mixing matrix,

@@ -29,6 +29,10 @@ inline Heads packed_heads(const char* op, const Tensor& qkv, int64_t heads) {
   return t;
 }
 
+// x as the fused kernels read [B, H, N, e] operands (backend.h): itself when its last dim has unit
+// stride (a projection's heads, in place), else a contiguous copy.
+inline Tensor unit_stride_rows(const Tensor& x) { return x.strides()[3] == 1 ? x : x.contiguous(); }
+
 // A fresh [B, H, N, e] result laid out like x: token-major ([B, N, H, e] storage, seen through a
 // transpose) when x is the heads of a [B, N, H·e] projection, so that merging the heads after
 // attention, and the projection's backward before it, are views rather than copies.

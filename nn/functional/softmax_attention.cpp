@@ -31,11 +31,11 @@ Tensor attend(const std::vector<Tensor>& inputs, int64_t packed, SoftmaxAttentio
               shape_str(v.shape()));
   const double scale = opts.scale > 0 ? opts.scale : 1.0 / std::sqrt(double(d));
   const bool causal = opts.causal;
-  auto rows = [](const Tensor& x) { return x.strides()[3] == 1 ? x : x.contiguous(); };
+  using detail::unit_stride_rows;
   return detail::qkv_function(
       op, inputs, packed,
       [&](const detail::Heads& x, const std::vector<Tensor>&) {
-        Tensor q4 = rows(x[0]), k4 = rows(x[1]), v4 = rows(x[2]);
+        Tensor q4 = unit_stride_rows(x[0]), k4 = unit_stride_rows(x[1]), v4 = unit_stride_rows(x[2]);
         Tensor o = detail::empty_rows_like(q4, dv), lse = empty({B * H, N}, q.dtype(), q.device());
         backend(q.device()).attention_forward(q4, k4, v4, scale, causal, o, lse);
         return Forward{o, {q4, k4, v4, o, lse}};
@@ -46,7 +46,8 @@ Tensor attend(const std::vector<Tensor>& inputs, int64_t packed, SoftmaxAttentio
                                                    : detail::Heads{detail::empty_rows_like(q4, q4.size(3)),
                                                                    detail::empty_rows_like(k4, k4.size(3)),
                                                                    detail::empty_rows_like(v4, v4.size(3))};
-        backend(q4.device()).attention_backward(q4, k4, v4, s[3], s[4], rows(g), scale, causal, gr[0], gr[1], gr[2]);
+        backend(q4.device()).attention_backward(q4, k4, v4, s[3], s[4], unit_stride_rows(g), scale, causal,
+                                                gr[0], gr[1], gr[2]);
         return {gr[0], gr[1], gr[2]};
       });
 }

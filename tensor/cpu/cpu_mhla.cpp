@@ -12,7 +12,7 @@
 // The per-token tensors are read and written through their strides (backend.h): q, k, v as the
 // heads of the attention's [B, N, H·e] projections, out and the gradients in the same layout, so
 // the module needs no head split or merge copies around the kernels.
-// The causal form stays on the composition (has_fused_mhla(true) is false on the CPU).
+// The causal form (chunks, no normaliser) is the second half of the file, after the same pattern.
 #include <algorithm>
 #include <vector>
 
@@ -30,15 +30,25 @@ namespace {
 
 using Dims = fused_checks::MhlaDims;
 
-// The shared checks, the CPU's own (non-causal only, CPU tensors) and the saved tensors' sizes.
+// The shared checks, the saved tensors' (s and sh [BH, M, d, dv+1] non-causal or [BH, M, d, dv]
+// causal, r [BH, N] non-causal only) and that every tensor is on the CPU.
 Dims check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
-           const Backend::MHLAArgs& a, std::initializer_list<const Tensor*> saved) {
-  LINEA_CHECK(!a.causal, "[{}] the CPU's fused MHLA is the non-causal form only (the causal one is composed)", op);
+           const Backend::MHLAArgs& a, const Tensor& s, const Tensor& sh, const Tensor& r,
+           std::initializer_list<const Tensor*> rows) {
   const Dims g = fused_checks::mhla(op, q, k, v, mix, a);
-  for (const Tensor* t : saved)
-    LINEA_CHECK(t->dtype() == q.dtype() && t->is_contiguous() && t->device().is_cpu(),
-                "[{}] s, sh, r and dmix must be contiguous CPU tensors of q's dtype {}, got {} {}", op, q.dtype(),
-                shape_str(t->shape()), t->dtype());
+  const int64_t cols = a.causal ? g.dv : g.dv + 1;
+  for (const Tensor* t : {&s, &sh, &r})
+    if (t->defined())
+      LINEA_CHECK(t->dtype() == q.dtype() && t->is_contiguous() && t->device().is_cpu(),
+                  "[{}] s, sh and r must be contiguous CPU tensors of q's dtype {}, got {} {}", op, q.dtype(),
+                  shape_str(t->shape()), t->dtype());
+  LINEA_CHECK(s.defined() && sh.defined() && s.numel() == g.BH * g.M * g.d * cols && sh.numel() == s.numel() &&
+                  (a.causal || (r.defined() && r.numel() == g.BH * g.N)),
+              "[{}] s {} / sh {} / r {} do not fit q {} and v {} ({})", op, shape_str(s.shape()),
+              shape_str(sh.shape()), r.defined() ? shape_str(r.shape()) : "undefined", shape_str(q.shape()),
+              shape_str(v.shape()), a.causal ? "causal" : "non-causal");
+  for (const Tensor* t : rows)
+    LINEA_CHECK(t->device().is_cpu(), "[{}] every tensor must be on the CPU, got one on {}", op, t->device());
   return g;
 }
 
@@ -108,10 +118,10 @@ void with_feature_map(FeatureMap fm, F&& f) {
 // c[m, n] = a·b on this thread: the direct kernel where it beats BLAS on such a product.
 template <class T>
 void mm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-        int64_t ldc) {
+        int64_t ldc, bool accumulate = false) {
   if constexpr (std::is_same_v<T, float>)
-    if (direct_gemm_pays(ta, tb, m, n, k)) return gemm_direct(ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
-  blas_gemm<T>(ta, tb, m, n, k, a, lda, b, ldb, T(0), c, ldc);
+    if (direct_gemm_pays(ta, tb, m, n, k)) return gemm_direct(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+  blas_gemm<T>(ta, tb, m, n, k, a, lda, b, ldb, accumulate ? T(1) : T(0), c, ldc);
 }
 
 template <FeatureMap fm, class T>
@@ -163,16 +173,130 @@ void forward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w,
   }
 }
 
+// ---- causal (spec §3 and §5.3; nn/functional/mhla_causal.cpp is the same algorithm as batched
+// GEMMs over all pairs): chunks of L tokens, no normaliser, scale s. With S_j = φ(K_j)ᵀ V_j,
+//   sh_i = s Σ_{j<i} W_ij S_j,   O_i = φ(Q_i) sh_i + s W_ii tril(φ(Q_i) φ(K_i)ᵀ) V_i.
+// ws = s·W_strict [M, M] is formed once per call; the last chunk's padding is implicit (only its
+// rows(i) tokens take part).
+
+// One thread's scratch for a causal pair.
+template <class T>
+struct CausalScratch {
+  std::vector<T> fq, fk, a, da, dfx, u, ds;
+  CausalScratch(const Dims& g, bool backward)
+      : fq(g.L * g.d), fk(g.L * g.d), a(g.L * g.L), da(backward ? g.L * g.L : 0), dfx(backward ? g.L * g.d : 0),
+        u(backward ? g.M * g.d * g.dv : 0), ds(backward ? g.M * g.d * g.dv : 0) {}
+};
+
+// a = tril(a) for a [rows, rows] block.
+template <class T>
+void lower_triangle(T* a, int64_t rows) {
+  for (int64_t t = 0; t < rows; ++t) std::fill(a + t * rows + t + 1, a + (t + 1) * rows, T(0));
+}
+
 template <FeatureMap fm, class T>
-void forward(const Dims& g, Rows<const T> Q, Rows<const T> K, Rows<const T> V, const T* w, T eps, Rows<T> O, T* s,
-             T* sh, T* r) {
-  const int64_t d = g.d, dv = g.dv, se = g.block();
+void causal_forward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w, const T* ws, T scale, T eps,
+                         T* out, T* sp, T* shp, CausalScratch<T>& c) {
+  const int64_t d = g.d, dv = g.dv, se = d * dv, M = g.M;
+  for (int64_t j = 0; j < M; ++j) {  // S_j = φ(K_j)ᵀ V_j
+    const int64_t rows = g.rows(j), t0 = j * g.L;
+    load_features<fm>(k + t0 * d, rows, d, eps, c.fk.data());
+    mm<T>(true, false, d, dv, rows, c.fk.data(), d, v + t0 * dv, dv, sp + j * se, dv);
+  }
+  mm<T>(false, false, M, se, M, ws, M, sp, se, shp, se);  // sh = s·W_strict S
+  for (int64_t i = 0; i < M; ++i) {
+    const int64_t rows = g.rows(i), t0 = i * g.L;
+    T* o = out + t0 * dv;
+    load_features<fm>(q + t0 * d, rows, d, eps, c.fq.data());
+    load_features<fm>(k + t0 * d, rows, d, eps, c.fk.data());
+    mm<T>(false, false, rows, dv, d, c.fq.data(), d, shp + i * se, dv, o, dv);         // φ(Q_i) sh_i
+    mm<T>(false, true, rows, rows, d, c.fq.data(), d, c.fk.data(), d, c.a.data(), rows);  // φ(Q_i) φ(K_i)ᵀ
+    lower_triangle(c.a.data(), rows);
+    const T wd = scale * w[i * M + i];
+    for (int64_t x = 0; x < rows * rows; ++x) c.a[x] *= wd;
+    mm<T>(false, false, rows, dv, rows, c.a.data(), rows, v + t0 * dv, dv, o, dv, true);  // + s W_ii A_i V_i
+  }
+}
+
+// Spec §5.3 with A_i = tril(φ(Q_i) φ(K_i)ᵀ) and U_i = φ(Q_i)ᵀ G_i:
+//   dW_ij = s⟨U_i, S_j⟩ (j < i),  dW_ii = s⟨A_i, G_i V_iᵀ⟩,  dS = (s W_strict)ᵀ U,
+//   dA_i = s W_ii tril(G_i V_iᵀ),  dφQ_i = G_i sh_iᵀ + dA_i φ(K_i),
+//   dφK_i = dA_iᵀ φ(Q_i) + V_i dS_iᵀ,  dV_i = s W_ii A_iᵀ G_i + φ(K_i) dS_i,  then φ'.
+template <FeatureMap fm, class T>
+void causal_backward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w, const T* ws, T scale, T eps,
+                          const T* grad, const T* sp, const T* shp, T* dq, T* dk, T* dvo, T* dmix_pair,
+                          CausalScratch<T>& c) {
+  const int64_t d = g.d, dv = g.dv, se = d * dv, M = g.M;
+  for (int64_t i = 0; i < M; ++i) {  // U_i = φ(Q_i)ᵀ G_i
+    const int64_t rows = g.rows(i), t0 = i * g.L;
+    load_features<fm>(q + t0 * d, rows, d, eps, c.fq.data());
+    mm<T>(true, false, d, dv, rows, c.fq.data(), d, grad + t0 * dv, dv, c.u.data() + i * se, dv);
+  }
+  mm<T>(true, false, M, se, M, ws, M, c.u.data(), se, c.ds.data(), se);  // dS = (s·W_strict)ᵀ U
+  std::fill(dmix_pair, dmix_pair + M * M, T(0));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < i; ++j) {
+      T dot = 0;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t x = 0; x < se; ++x) dot += c.u[i * se + x] * sp[j * se + x];
+      dmix_pair[i * M + j] = scale * dot;
+    }
+  for (int64_t i = 0; i < M; ++i) {
+    const int64_t rows = g.rows(i), t0 = i * g.L;
+    const T *gi = grad + t0 * dv, *vi = v + t0 * dv, *qi = q + t0 * d, *ki = k + t0 * d;
+    T *A = c.a.data(), *dA = c.da.data(), *dfx = c.dfx.data();
+    load_features<fm>(qi, rows, d, eps, c.fq.data());
+    load_features<fm>(ki, rows, d, eps, c.fk.data());
+    mm<T>(false, true, rows, rows, d, c.fq.data(), d, c.fk.data(), d, A, rows);  // φ(Q_i) φ(K_i)ᵀ
+    mm<T>(false, true, rows, rows, dv, gi, dv, vi, dv, dA, rows);                // G_i V_iᵀ
+    lower_triangle(A, rows);
+    lower_triangle(dA, rows);
+    const T wd = scale * w[i * M + i];
+    T dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t x = 0; x < rows * rows; ++x) dot += A[x] * dA[x];
+    dmix_pair[i * M + i] = scale * dot;
+    for (int64_t x = 0; x < rows * rows; ++x) dA[x] *= wd;
+    // dφQ_i = G_i sh_iᵀ + dA_i φ(K_i), then φ'
+    mm<T>(false, true, rows, d, dv, gi, dv, shp + i * se, dv, dfx, d);
+    mm<T>(false, false, rows, d, rows, dA, rows, c.fk.data(), d, dfx, d, true);
+    for (int64_t x = 0; x < rows * d; ++x) dq[t0 * d + x] = dfx[x] * dphi<fm>(qi[x]);
+    // dφK_i = dA_iᵀ φ(Q_i) + V_i dS_iᵀ, then φ'
+    mm<T>(true, false, rows, d, rows, dA, rows, c.fq.data(), d, dfx, d);
+    mm<T>(false, true, rows, d, dv, vi, dv, c.ds.data() + i * se, dv, dfx, d, true);
+    for (int64_t x = 0; x < rows * d; ++x) dk[t0 * d + x] = dfx[x] * dphi<fm>(ki[x]);
+    // dV_i = s W_ii A_iᵀ G_i + φ(K_i) dS_i
+    T* dvi = dvo + t0 * dv;
+    mm<T>(true, false, rows, dv, rows, A, rows, gi, dv, dvi, dv);
+    for (int64_t x = 0; x < rows * dv; ++x) dvi[x] *= wd;
+    mm<T>(false, false, rows, dv, d, c.fk.data(), d, c.ds.data() + i * se, dv, dvi, dv, true);
+  }
+}
+
+// ws = s·W_strict: the part of W that mixes earlier chunks, scaled.
+template <class T>
+std::vector<T> strict_lower(const T* w, int64_t M, T scale) {
+  std::vector<T> ws(M * M, T(0));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < i; ++j) ws[i * M + j] = scale * w[i * M + j];
+  return ws;
+}
+
+// ---- the drivers: pairs on OpenMP threads, each task's rows gathered and scattered as needed
+
+template <FeatureMap fm, class T>
+void forward(const Dims& g, const Backend::MHLAArgs& a, Rows<const T> Q, Rows<const T> K, Rows<const T> V, const T* w,
+             Rows<T> O, T* s, T* sh, T* r) {
+  const int64_t d = g.d, dv = g.dv, se = a.causal ? d * dv : g.block();
+  const T eps = T(a.eps), scale = T(a.scale);
+  const std::vector<T> ws = a.causal ? strict_lower(w, g.M, scale) : std::vector<T>();
   // A task is one pair, or all H heads of one batch when some tensor needs gathering.
   const int64_t hp = Q.contiguous && K.contiguous && V.contiguous && O.contiguous ? 1 : g.H, n = hp * g.N;
 #pragma omp parallel
   {
     std::vector<T> fx(g.L * d), z(d), qb = buffer<T>(Q.contiguous, n * d), kb = buffer<T>(K.contiguous, n * d),
                                       vb = buffer<T>(V.contiguous, n * dv), ob = buffer<T>(O.contiguous, n * dv);
+    CausalScratch<T> cs(a.causal ? g : Dims{}, false);
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < g.BH / hp; ++task) {
       const int64_t bh0 = task * hp;
@@ -180,8 +304,12 @@ void forward(const Dims& g, Rows<const T> Q, Rows<const T> K, Rows<const T> V, c
       T* out = target(O, bh0, ob);
       for (int64_t h = 0; h < hp; ++h) {
         const int64_t bh = bh0 + h, od = h * g.N * d, odv = h * g.N * dv;
-        forward_pair<fm>(g, q + od, k + od, v + odv, w, eps, out + odv, s + bh * g.M * se, sh + bh * g.M * se,
-                         r + bh * g.N, fx, z);
+        if (a.causal)
+          causal_forward_pair<fm>(g, q + od, k + od, v + odv, w, ws.data(), scale, eps, out + odv, s + bh * g.M * se,
+                                  sh + bh * g.M * se, cs);
+        else
+          forward_pair<fm>(g, q + od, k + od, v + odv, w, eps, out + odv, s + bh * g.M * se, sh + bh * g.M * se,
+                           r + bh * g.N, fx, z);
       }
       scatter(O, bh0, hp, g.N, ob);
     }
@@ -254,17 +382,20 @@ void backward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w
 }
 
 template <FeatureMap fm, class T>
-void backward(const Dims& g, Rows<const T> Q, Rows<const T> K, Rows<const T> V, const T* w, T eps,
-              Rows<const T> Out, const T* s, const T* sh, const T* r, Rows<const T> G, Rows<T> DQ, Rows<T> DK,
-              Rows<T> DV, T* dmix) {
-  const int64_t d = g.d, dv = g.dv, se = g.block(), MM = g.M * g.M;
+void backward(const Dims& g, const Backend::MHLAArgs& a, Rows<const T> Q, Rows<const T> K, Rows<const T> V,
+              const T* w, Rows<const T> Out, const T* s, const T* sh, const T* r, Rows<const T> G, Rows<T> DQ,
+              Rows<T> DK, Rows<T> DV, T* dmix) {
+  const int64_t d = g.d, dv = g.dv, se = a.causal ? d * dv : g.block(), MM = g.M * g.M;
+  const T eps = T(a.eps), scale = T(a.scale);
+  const std::vector<T> ws = a.causal ? strict_lower(w, g.M, scale) : std::vector<T>();
   std::vector<T> dmix_pairs(g.BH * MM);  // per pair, summed in pair order below: deterministic
   const bool contiguous = Q.contiguous && K.contiguous && V.contiguous && Out.contiguous && G.contiguous &&
                           DQ.contiguous && DK.contiguous && DV.contiguous;
   const int64_t hp = contiguous ? 1 : g.H, n = hp * g.N;  // pairs per task, as in forward()
 #pragma omp parallel
   {
-    BackwardScratch<T> scratch(g);
+    BackwardScratch<T> scratch(a.causal ? Dims{} : g);
+    CausalScratch<T> cs(a.causal ? g : Dims{}, true);
     std::vector<T> qb = buffer<T>(Q.contiguous, n * d), kb = buffer<T>(K.contiguous, n * d),
                    vb = buffer<T>(V.contiguous, n * dv), ob = buffer<T>(Out.contiguous, n * dv),
                    gb = buffer<T>(G.contiguous, n * dv), dqb = buffer<T>(DQ.contiguous, n * d),
@@ -273,13 +404,18 @@ void backward(const Dims& g, Rows<const T> Q, Rows<const T> K, Rows<const T> V, 
     for (int64_t task = 0; task < g.BH / hp; ++task) {
       const int64_t bh0 = task * hp;
       const T *q = gather(Q, bh0, hp, g.N, qb), *k = gather(K, bh0, hp, g.N, kb), *v = gather(V, bh0, hp, g.N, vb);
-      const T *out = gather(Out, bh0, hp, g.N, ob), *grad = gather(G, bh0, hp, g.N, gb);
+      const T *out = a.causal ? nullptr : gather(Out, bh0, hp, g.N, ob), *grad = gather(G, bh0, hp, g.N, gb);
       T *dq = target(DQ, bh0, dqb), *dk = target(DK, bh0, dkb), *dvo = target(DV, bh0, dvb);
       for (int64_t h = 0; h < hp; ++h) {
         const int64_t bh = bh0 + h, od = h * g.N * d, odv = h * g.N * dv;
-        backward_pair<fm>(g, q + od, k + od, v + odv, w, eps, out + odv, grad + odv, s + bh * g.M * se,
-                          sh + bh * g.M * se, r + bh * g.N, dq + od, dk + od, dvo + odv, dmix_pairs.data() + bh * MM,
-                          scratch);
+        if (a.causal)
+          causal_backward_pair<fm>(g, q + od, k + od, v + odv, w, ws.data(), scale, eps, grad + odv,
+                                   s + bh * g.M * se, sh + bh * g.M * se, dq + od, dk + od, dvo + odv,
+                                   dmix_pairs.data() + bh * MM, cs);
+        else
+          backward_pair<fm>(g, q + od, k + od, v + odv, w, eps, out + odv, grad + odv, s + bh * g.M * se,
+                            sh + bh * g.M * se, r + bh * g.N, dq + od, dk + od, dvo + odv, dmix_pairs.data() + bh * MM,
+                            scratch);
       }
       scatter(DQ, bh0, hp, g.N, dqb);
       scatter(DK, bh0, hp, g.N, dkb);
@@ -295,17 +431,12 @@ void backward(const Dims& g, Rows<const T> Q, Rows<const T> K, Rows<const T> V, 
 
 void CpuBackend::mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
                               const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) {
-  const Dims g = check("mhla_forward", q, k, v, mix, a, {&s, &sh, &r});
+  const Dims g = check("mhla_forward", q, k, v, mix, a, s, sh, r, {&q, &k, &v, &mix, &out});
   fused_checks::mhla_rows("mhla_forward", "out", out, g, g.dv, q.dtype());
-  LINEA_CHECK(out.device().is_cpu() && s.numel() == g.BH * g.M * g.block() && sh.numel() == s.numel() &&
-                  r.numel() == g.BH * g.N,
-              "[mhla_forward] out {} on {}, s {}, sh {}, r {} do not fit q {} and v {}", shape_str(out.shape()),
-              out.device(), shape_str(s.shape()), shape_str(sh.shape()), shape_str(r.shape()), shape_str(q.shape()),
-              shape_str(v.shape()));
   dispatch_floating(q.dtype(), "mhla_forward", [&]<class T>() {
     with_feature_map(a.feature_map, [&]<FeatureMap fm>() {
-      forward<fm, T>(g, Rows<const T>(q), Rows<const T>(k), Rows<const T>(v), mix.data<T>(), T(a.eps), Rows<T>(out),
-                     s.data<T>(), sh.data<T>(), r.data<T>());
+      forward<fm, T>(g, a, Rows<const T>(q), Rows<const T>(k), Rows<const T>(v), mix.data<T>(), Rows<T>(out),
+                     s.data<T>(), sh.data<T>(), r.defined() ? r.data<T>() : nullptr);
     });
   });
 }
@@ -314,25 +445,21 @@ void CpuBackend::mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v
                                const MHLAArgs& a, const Tensor& out, const Tensor& s, const Tensor& sh,
                                const Tensor& r, const Tensor& grad, const Tensor& dq, const Tensor& dk,
                                const Tensor& dv, const Tensor& dmix) {
-  const Dims g = check("mhla_backward", q, k, v, mix, a, {&s, &sh, &r, &dmix});
   const char* op = "mhla_backward";
+  const Dims g = check(op, q, k, v, mix, a, s, sh, r, {&q, &k, &v, &mix, &out, &grad, &dq, &dk, &dv, &dmix});
   fused_checks::mhla_rows(op, "out", out, g, g.dv, q.dtype());
   fused_checks::mhla_rows(op, "grad", grad, g, g.dv, q.dtype());
   fused_checks::mhla_rows(op, "dq", dq, g, g.d, q.dtype());
   fused_checks::mhla_rows(op, "dk", dk, g, g.d, q.dtype());
   fused_checks::mhla_rows(op, "dv", dv, g, g.dv, q.dtype());
-  for (const Tensor* t : {&out, &grad, &dq, &dk, &dv})
-    LINEA_CHECK(t->device().is_cpu(), "[mhla_backward] every tensor must be on the CPU, got one on {}", t->device());
-  LINEA_CHECK(dmix.numel() == mix.numel() && s.numel() == g.BH * g.M * g.block() && sh.numel() == s.numel() &&
-                  r.numel() == g.BH * g.N,
-              "[mhla_backward] s {} / sh {} / r {} / dmix {} do not fit q {} and v {}", shape_str(s.shape()),
-              shape_str(sh.shape()), shape_str(r.shape()), shape_str(dmix.shape()), shape_str(q.shape()),
-              shape_str(v.shape()));
+  LINEA_CHECK(dmix.numel() == mix.numel() && dmix.is_contiguous() && dmix.dtype() == q.dtype(),
+              "[mhla_backward] dmix must be a contiguous {} tensor shaped like mix {}, got {} {}", q.dtype(),
+              shape_str(mix.shape()), dmix.dtype(), shape_str(dmix.shape()));
   dispatch_floating(q.dtype(), "mhla_backward", [&]<class T>() {
     with_feature_map(a.feature_map, [&]<FeatureMap fm>() {
-      backward<fm, T>(g, Rows<const T>(q), Rows<const T>(k), Rows<const T>(v), mix.data<T>(), T(a.eps),
-                      Rows<const T>(out), s.data<T>(), sh.data<T>(), r.data<T>(), Rows<const T>(grad), Rows<T>(dq),
-                      Rows<T>(dk), Rows<T>(dv), dmix.data<T>());
+      backward<fm, T>(g, a, Rows<const T>(q), Rows<const T>(k), Rows<const T>(v), mix.data<T>(), Rows<const T>(out),
+                      s.data<T>(), sh.data<T>(), r.defined() ? r.data<T>() : nullptr, Rows<const T>(grad),
+                      Rows<T>(dq), Rows<T>(dk), Rows<T>(dv), dmix.data<T>());
     });
   });
 }
