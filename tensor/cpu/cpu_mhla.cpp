@@ -129,6 +129,19 @@ void load_features(const T* x, int64_t rows, int64_t w, T eps, T* out) {
   for (int64_t i = 0; i < rows * w; ++i) out[i] = phi<fm>(x[i], eps);
 }
 
+// Σ_x a[x]·b[x] in eight independent lanes. The same loop under `omp simd reduction` stayed one
+// scalar chain of dependent adds inside these kernels (GCC 12): the causal dW's dot products over
+// d·dv took 42% of a forward + backward at N = 16384.
+template <class T>
+T dot(const T* a, const T* b, int64_t n) {
+  T s[8] = {};
+  int64_t x = 0;
+  for (; x + 8 <= n; x += 8)
+    for (int k = 0; k < 8; ++k) s[k] += a[x + k] * b[x + k];
+  for (; x < n; ++x) s[0] += a[x] * b[x];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 // Column c of a [rows, lda] block, contiguous in out: the normaliser columns (ẑ, dz) read by the
 // loops over a row's d elements, which vectorise on a contiguous vector and not on a stride of e.
 template <class T>
@@ -235,12 +248,7 @@ void causal_backward_pair(const Dims& g, const T* q, const T* k, const T* v, con
   mm<T>(true, false, M, se, M, ws, M, c.u.data(), se, c.ds.data(), se);  // dS = (s·W_strict)ᵀ U
   std::fill(dmix_pair, dmix_pair + M * M, T(0));
   for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < i; ++j) {
-      T dot = 0;
-#pragma omp simd reduction(+ : dot)
-      for (int64_t x = 0; x < se; ++x) dot += c.u[i * se + x] * sp[j * se + x];
-      dmix_pair[i * M + j] = scale * dot;
-    }
+    for (int64_t j = 0; j < i; ++j) dmix_pair[i * M + j] = scale * dot(c.u.data() + i * se, sp + j * se, se);
   for (int64_t i = 0; i < M; ++i) {
     const int64_t rows = g.rows(i), t0 = i * g.L;
     const T *gi = grad + t0 * dv, *vi = v + t0 * dv, *qi = q + t0 * d, *ki = k + t0 * d;
@@ -252,10 +260,7 @@ void causal_backward_pair(const Dims& g, const T* q, const T* k, const T* v, con
     lower_triangle(A, rows);
     lower_triangle(dA, rows);
     const T wd = scale * w[i * M + i];
-    T dot = 0;
-#pragma omp simd reduction(+ : dot)
-    for (int64_t x = 0; x < rows * rows; ++x) dot += A[x] * dA[x];
-    dmix_pair[i * M + i] = scale * dot;
+    dmix_pair[i * M + i] = scale * dot(A, dA, rows * rows);
     for (int64_t x = 0; x < rows * rows; ++x) dA[x] *= wd;
     // dφQ_i = G_i sh_iᵀ + dA_i φ(K_i), then φ'
     mm<T>(false, true, rows, d, dv, gi, dv, shp + i * se, dv, dfx, d);
@@ -360,12 +365,7 @@ void backward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w
     for (int64_t c = 0; c < d; ++c) dshi[c * e + dv] = b.z[c];
   }
   for (int64_t i = 0; i < g.M; ++i)  // this pair's dW = dŜ'_flat S'_flatᵀ
-    for (int64_t j = 0; j < g.M; ++j) {
-      T dot = 0;
-#pragma omp simd reduction(+ : dot)
-      for (int64_t x = 0; x < se; ++x) dot += b.dsh[i * se + x] * sp[j * se + x];
-      dmix_pair[i * g.M + j] = dot;
-    }
+    for (int64_t j = 0; j < g.M; ++j) dmix_pair[i * g.M + j] = dot(b.dsh.data() + i * se, sp + j * se, se);
   mm<T>(true, false, g.M, se, g.M, w, g.M, b.dsh.data(), se, b.ds.data(), se);  // dS' = Wᵀ dŜ'
   for (int64_t j = 0; j < g.M; ++j) {
     const int64_t rows = g.rows(j), t0 = j * g.L;
