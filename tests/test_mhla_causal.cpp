@@ -97,33 +97,11 @@ TEST_CASE("causal mhla: fused == composite == masked quadratic oracle (float64)"
   CHECK(allclose(mhla(in.q, in.k, in.v, in.mix, o), check::mhla_quadratic(in.q, in.k, in.v, in.mix, o), 1e-12, 1e-12));
 }
 
-TEST_CASE("causal mhla: fused backward == composite backward, upper triangle of mix unused") {
-  uint64_t seed = 300;
-  for (const Case& c : kCases) {
-    CAPTURE(c.N);
-    CAPTURE(c.C);
-    Inputs in = make_inputs(c, seed += 10);
-    MHLAOptions o = causal_opts(c.C, c.fm);
-    std::vector<Tensor> gf = grads_of(mhla(in.q, in.k, in.v, in.mix, o), in, seed + 5);
-    std::vector<Tensor> gc = grads_of(mhla_composite(in.q, in.k, in.v, in.mix, o), in, seed + 5);
-    for (size_t i = 0; i < gf.size(); ++i) {
-      CAPTURE(i);
-      CHECK(allclose(gf[i], gc[i], 1e-10, 1e-10));
-    }
-    // Entries j > i of mix: exactly zero gradient, and no effect on the output.
-    const int64_t M = chunks(c);
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = i + 1; j < M; ++j) CHECK(gf[3].at({i, j}) == 0.0);
-    Tensor changed = in.mix.detach() + triu(full_like(in.mix, 5.0), 1);
-    CHECK(allclose(mhla(in.q, in.k, in.v, changed, o), mhla(in.q, in.k, in.v, in.mix, o), 0, 0));
-  }
-}
-
-TEST_CASE("causal mhla: the CPU kernels == the chunkwise GEMM form, forward and backward (float64)") {
-  // mhla() runs the backend's kernels (has_fused_mhla(true)); detail::mhla_causal is the same
-  // algorithm as batched GEMMs over all pairs (the form for a backend without kernels).
+// mhla() runs the backend's kernels (the CPU's: has_fused_mhla(true)); detail::mhla_causal is the
+// same chunkwise algorithm as batched GEMMs over all pairs, the form for a backend without them.
+TEST_CASE("causal mhla: fused backward == composite == chunkwise form; upper triangle of mix unused") {
   REQUIRE(backend(Device::cpu()).has_fused_mhla(true));
-  uint64_t seed = 350;
+  uint64_t seed = 300;
   for (const Case& c : kCases) {
     CAPTURE(c.N);
     CAPTURE(c.C);
@@ -132,11 +110,20 @@ TEST_CASE("causal mhla: the CPU kernels == the chunkwise GEMM form, forward and 
     const Tensor fused = mhla(in.q, in.k, in.v, in.mix, o);
     const Tensor chunked = detail::mhla_causal(in.q, in.k, in.v, in.mix, o);
     CHECK(allclose(fused, chunked, 1e-12, 1e-12));
-    std::vector<Tensor> gf = grads_of(fused, in, seed + 5), gc = grads_of(chunked, in, seed + 5);
+    std::vector<Tensor> gf = grads_of(fused, in, seed + 5);
+    std::vector<Tensor> gc = grads_of(mhla_composite(in.q, in.k, in.v, in.mix, o), in, seed + 5);
+    std::vector<Tensor> gk = grads_of(chunked, in, seed + 5);
     for (size_t i = 0; i < gf.size(); ++i) {
       CAPTURE(i);
       CHECK(allclose(gf[i], gc[i], 1e-10, 1e-10));
+      CHECK(allclose(gf[i], gk[i], 1e-10, 1e-10));
     }
+    // Entries j > i of mix: exactly zero gradient, and no effect on the output.
+    const int64_t M = chunks(c);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = i + 1; j < M; ++j) CHECK(gf[3].at({i, j}) == 0.0);
+    Tensor changed = in.mix.detach() + triu(full_like(in.mix, 5.0), 1);
+    CHECK(allclose(mhla(in.q, in.k, in.v, changed, o), mhla(in.q, in.k, in.v, in.mix, o), 0, 0));
   }
 }
 
