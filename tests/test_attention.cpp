@@ -3,6 +3,8 @@
 // Their float64 gradchecks are registry cases (check/ops_nn.cpp), run by ctest check_gradcheck.
 #include <cmath>
 
+#include <linea/nn/functional/linear_attention_detail.h>
+
 #include "helpers.h"
 
 using namespace linea;
@@ -148,34 +150,44 @@ TEST_CASE("linear_attention equals the naive normalised quadratic form, every fe
         Tensor v = randn64({2, 2, N, 6}, 14, false);
         if (fm == F::FeatureMap::Identity) q = abs(q) + 0.1, k = abs(k) + 0.1;  // positive denominators
         F::LinearAttentionOptions o{causal, fm, 1e-6};
-        CHECK(allclose(F::linear_attention(q, k, v, o), naive_linear_attention(q, k, v, o), 1e-10, 1e-10));
+        const Tensor ref = naive_linear_attention(q, k, v, o);
+        CHECK(allclose(F::linear_attention(q, k, v, o), ref, 1e-10, 1e-10));
+        if (causal)  // the chunkwise composition, which backends without causal MHLA kernels run
+          CHECK(allclose(F::detail::linear_attention_chunkwise("linear_attention", {q, k, v}, 0, o), ref, 1e-10, 1e-10));
       }
     }
   }
 }
 
-TEST_CASE("causal linear_attention backward equals the composed backward over three chunks") {
+// On the CPU linear_attention runs the causal MHLA kernels (10 chunks of 16 tokens here); the
+// chunkwise composition (3 chunks of 64) is checked the same way.
+TEST_CASE("causal linear_attention backward equals the composed backward, kernels and chunkwise form") {
   for (F::FeatureMap fm : kMaps) {
-    CAPTURE(int(fm));
-    Tensor q = strided64(2, 2, 150, 5, 28), k = strided64(2, 2, 150, 5, 29), v = strided64(2, 2, 150, 4, 30);
-    if (fm == F::FeatureMap::Identity) {
-      NoGradGuard ng;
-      q = (abs(q) + 0.5).detach().requires_grad_(), k = (abs(k) + 0.5).detach().requires_grad_();
+    for (bool chunkwise : {false, true}) {
+      CAPTURE(int(fm));
+      CAPTURE(chunkwise);
+      Tensor q = strided64(2, 2, 150, 5, 28), k = strided64(2, 2, 150, 5, 29), v = strided64(2, 2, 150, 4, 30);
+      if (fm == F::FeatureMap::Identity) {
+        NoGradGuard ng;
+        q = (abs(q) + 0.5).detach().requires_grad_(), k = (abs(k) + 0.5).detach().requires_grad_();
+      }
+      F::LinearAttentionOptions o{true, fm, 1e-6};
+      Tensor g = randn64({2, 2, 150, 4}, 31, false);
+      const Tensor out = chunkwise ? F::detail::linear_attention_chunkwise("linear_attention", {q, k, v}, 0, o)
+                                   : F::linear_attention(q, k, v, o);
+      sum(out * g).backward();
+      Tensor gq = q.grad(), gk = k.grad(), gv = v.grad();
+      q.zero_grad(), k.zero_grad(), v.zero_grad();
+      sum(naive_linear_attention(q, k, v, o) * g).backward();
+      CHECK(allclose(gq, q.grad(), 1e-9, 1e-8));
+      CHECK(allclose(gk, k.grad(), 1e-9, 1e-8));
+      CHECK(allclose(gv, v.grad(), 1e-9, 1e-8));
     }
-    F::LinearAttentionOptions o{true, fm, 1e-6};
-    Tensor g = randn64({2, 2, 150, 4}, 31, false);
-    sum(F::linear_attention(q, k, v, o) * g).backward();
-    Tensor gq = q.grad(), gk = k.grad(), gv = v.grad();
-    q.zero_grad(), k.zero_grad(), v.zero_grad();
-    sum(naive_linear_attention(q, k, v, o) * g).backward();
-    CHECK(allclose(gq, q.grad(), 1e-9, 1e-8));
-    CHECK(allclose(gk, k.grad(), 1e-9, 1e-8));
-    CHECK(allclose(gv, v.grad(), 1e-9, 1e-8));
   }
 }
 
 TEST_CASE("linear_attention_qkv: a packed projection == linear_attention on its thirds, causal or not") {
-  const int64_t B = 2, N = 70, H = 2, d = 3;  // causal: a full chunk of 64 tokens and a padded one
+  const int64_t B = 2, N = 70, H = 2, d = 3;  // causal: full chunks and a padded last one
   for (bool causal : {false, true}) {
     CAPTURE(causal);
     const F::LinearAttentionOptions o{causal, F::FeatureMap::Elu1};

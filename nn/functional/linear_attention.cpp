@@ -5,6 +5,10 @@
 // column): o = U'[:, :dv] / (U'[:, dv] + eps). The backward then needs only dU' = [Ḡ | δ] with
 // Ḡ = G / r and δ = −rowsum(G∘O) / r, and pushes it through the same products.
 //
+// Causal, on a backend with causal MHLA kernels (has_fused_mhla(true): the CPU and the GPU), the
+// kernels compute U': linear attention is causal MHLA (spec §3) with every mixing weight 1 and
+// scale 1, run on V' (kernel_causal below). Elsewhere, and as the form those kernels are tested
+// against, the chunkwise composition (chunkwise below):
 // Causal: chunks of kChunk tokens. Chunk i reads the summaries of all earlier chunks,
 // P_i = Σ_{j<i} S_j with S_j = φ(K_j)ᵀ V'_j, plus its own masked quadratic block:
 //   U'_i = φ(Q_i) P_i + tril(φ(Q_i) φ(K_i)ᵀ) V'_i                      — O(N·(C + d)·dv) work.
@@ -17,6 +21,7 @@
 #include "linea/autograd/ops_reduce.h"
 #include "linea/nn/functional/attention.h"
 #include "linea/nn/functional/attention_checks.h"
+#include "linea/nn/functional/linear_attention_detail.h"
 #include "linea/nn/functional/packed_qkv.h"
 #include "linea/nn/functional/mhla_detail.h"
 #include "linea/tensor/backend.h"
@@ -101,7 +106,12 @@ struct CausalSaved {
   auto tensors() { return std::tie(q, k, fq, fk, v1, p, o, r); }
 };
 
-Tensor causal(const char* op, const std::vector<Tensor>& inputs, int64_t packed, const LinearAttentionOptions& opts) {
+}  // namespace
+
+namespace detail {
+
+Tensor linear_attention_chunkwise(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
+                                  const LinearAttentionOptions& opts) {
   using detail::feature_map, detail::pad_tokens;
   const detail::Heads h = detail::heads_of(op, inputs, packed);
   const int64_t B = h[0].size(0), H = h[0].size(1), N = h[0].size(2), d = h[0].size(3), dv = h[2].size(3);
@@ -139,6 +149,65 @@ Tensor causal(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
       });
 }
 
+}  // namespace detail
+
+namespace {
+
+// The kernels' chunk and the most chunks they take. Their cost has an M² term (sh_i = Σ_{j<i} W_ij S_j
+// and dW are products with the M×M mixing matrix, where the composition's prefix sums are O(M)),
+// so longer sequences keep the composition: at 256 chunks that term is still below the rest.
+// Measured on the char-GPT (64 tokens, head dim 32), one step, session 15: see README.
+constexpr int64_t kKernelChunk = 16, kKernelMaxChunks = 256;
+// The widest head, with V's ones column, that every backend's kernels take (CUDA: 128).
+constexpr int64_t kKernelMaxHeadDim = 128;
+
+bool kernel_causal_runs(const detail::Heads& h) {
+  const int64_t N = h[0].size(2), d = h[0].size(3), dv = h[2].size(3);
+  return backend(h[0].device()).has_fused_mhla(true) && (N + kKernelChunk - 1) / kKernelChunk <= kKernelMaxChunks &&
+         d <= kKernelMaxHeadDim && dv + 1 <= kKernelMaxHeadDim;
+}
+
+// What the kernels' backward reads (backend.h, "fused MHLA"), and the normalised output.
+struct KernelSaved {
+  Tensor q, k, v1, w, u, s, sh, o, r;
+  auto tensors() { return std::tie(q, k, v1, w, u, s, sh, o, r); }
+};
+
+// Causal linear attention on the device's causal MHLA kernels: U' = MHLA(q, k, V'; W = lower-
+// triangular ones, scale 1), then o and r from U' as in the composition; the backward hands the
+// kernels dU' = [Ḡ | δ] and keeps dV = dV'[:, :dv]. q and k are read where they lie (a packed
+// projection's heads), and dq, dk are written into the thirds of its gradient.
+Tensor kernel_causal(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
+                     const LinearAttentionOptions& opts) {
+  const detail::Heads h0 = detail::heads_of(op, inputs, packed);
+  const int64_t B = h0[0].size(0), H = h0[0].size(1), N = h0[0].size(2), d = h0[0].size(3), dv = h0[2].size(3);
+  const int64_t M = (N + kKernelChunk - 1) / kKernelChunk;
+  const Backend::MHLAArgs args{true, kKernelChunk, opts.feature_map, opts.eps, 1.0};
+  const Options o(h0[0].dtype(), h0[0].device());
+  using detail::empty_rows_like, detail::unit_stride_rows;
+  return detail::qkv_function(
+      op, inputs, packed,
+      [&](const detail::Heads& h, const std::vector<Tensor>&) {
+        Tensor q = unit_stride_rows(h[0]), k = unit_stride_rows(h[1]), v1 = append_ones(h[2]);
+        Tensor w = tril(ones({M, M}, o)), u = empty({B, H, N, dv + 1}, o.dtype, o.device);
+        Tensor s = empty({B * H, M, d, dv + 1}, o.dtype, o.device), sh = empty(s.shape(), o.dtype, o.device);
+        backend(o.device).mhla_forward(q, k, v1, w, args, u, s, sh, Tensor());
+        auto [out, r] = normalise(u, opts.eps);
+        const KernelSaved sv{.q = q, .k = k, .v1 = v1, .w = w, .u = u, .s = s, .sh = sh, .o = out, .r = r};
+        return Forward{out, pack_saved(sv)};
+      },
+      [args, o, d, dv](const std::vector<Tensor>& saved, const Tensor& g,
+                       const detail::Heads& dest) -> std::vector<Tensor> {
+        const KernelSaved sv = unpack_saved<KernelSaved>(saved);
+        const Tensor du = augmented_grad(g, sv.o, sv.r);
+        const Tensor dq = dest[0].defined() ? dest[0] : empty_rows_like(sv.q, d);
+        const Tensor dk = dest[1].defined() ? dest[1] : empty_rows_like(sv.k, d);
+        const Tensor dv1 = empty(sv.v1.shape(), o.dtype, o.device), dw = empty(sv.w.shape(), o.dtype, o.device);
+        backend(o.device).mhla_backward(sv.q, sv.k, sv.v1, sv.w, args, sv.u, sv.s, sv.sh, Tensor(), du, dq, dk, dv1,
+                                        dw);
+        return {dq, dk, dv1.narrow(-1, 0, dv)};
+      });
+}
 
 // The checks, and the causal or non-causal form on `inputs` ({q, k, v}, or {qkv} with packed = H).
 Tensor attend(const char* op, const std::vector<Tensor>& inputs, int64_t packed, const LinearAttentionOptions& opts) {
@@ -148,7 +217,9 @@ Tensor attend(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
   LINEA_CHECK(opts.eps >= 0, "[{}] eps must be >= 0, got {}", op, opts.eps);
   LINEA_CHECK(q.size(2) > 0 && q.size(3) > 0 && v.size(3) > 0, "[{}] empty sequence or head dim: q {} / v {}", op,
               shape_str(q.shape()), shape_str(v.shape()));
-  return opts.causal ? causal(op, inputs, packed, opts) : noncausal(op, inputs, packed, opts);
+  if (!opts.causal) return noncausal(op, inputs, packed, opts);
+  return kernel_causal_runs(h) ? kernel_causal(op, inputs, packed, opts)
+                               : detail::linear_attention_chunkwise(op, inputs, packed, opts);
 }
 
 }  // namespace
