@@ -155,6 +155,19 @@ TEST_CASE("max, min and argmax match plain loops") {
   CHECK(argmax(x, 1, true).shape() == Shape{3, 1, 5});
 }
 
+TEST_CASE("long column reductions, split over rows, match plain loops and keep the first argmax") {
+  // 40000 rows of 3 columns: fewer column blocks than threads, so the rows are split into chunks.
+  Tensor x = randn32({40000, 3}, 9);
+  CHECK(allclose(sum(x, {0}), ref_reduce(x, {0}, 0, kAdd), 1e-6, 1e-5));
+  CHECK(allclose(max(x, {0}), ref_reduce(x, {0}, -kInf, kMax), 0, 0));
+  CHECK(allclose(min(x, {0}), ref_reduce(x, {0}, kInf, kMin), 0, 0));
+  const auto exp_add = [](double a, double v, int64_t) { return a + std::exp(v); };
+  CHECK(allclose(logsumexp(x, {0}), ref_reduce(x, {0}, 0, exp_add, [](double a) { return std::log(a); }), 1e-6, 1e-6));
+  const std::vector<double> m = max(x, {0}).to_vector(), am = argmax(x, 0).to_vector();
+  for (int64_t c = 0; c < 3; ++c) CHECK(x.at({static_cast<int64_t>(am[c]), c}) == m[c]);
+  CHECK(argmax(zeros({40000, 3}), 0).to_vector() == std::vector<double>{0, 0, 0});  // ties: the first row
+}
+
 TEST_CASE("argmax returns the first index on ties; max propagates NaN") {
   Tensor t = from_vector<float>({1, 3, 3, 0, 2, 2, 2, -1}, {2, 4});
   CHECK(argmax(t, 1).to_vector() == std::vector<double>{1, 0});
