@@ -67,7 +67,8 @@ TEST_CASE("gemm_direct: every layout, tile height, vector tail and K block again
         for (int64_t K : {1, 127, 128, 129, 300}) check_direct(isa, ta, tb, 7, 40, K);
         check_direct(isa, ta, tb, 64, 64, 1000);  // a weight gradient's shape, smaller K
         check_direct(isa, ta, tb, 16, 17, 16);    // an MHLA block product
-        for (int64_t M : {1, 6, 13}) check_direct(isa, ta, tb, M, 17, 129, true);  // += across K blocks
+        for (int64_t N : {17, 32})  // += across K blocks, with a masked and with a full last vector
+          for (int64_t M : {1, 6, 13}) check_direct(isa, ta, tb, M, N, 129, true);
       }
 }
 
