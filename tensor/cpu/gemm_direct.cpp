@@ -31,15 +31,18 @@ bool has_direct_gemm() { return direct_gemm_isa() != DirectIsa::None; }
 // [C, N] products up to N = 256; slower from N = 512 (C's tile row outgrows what one pass over A
 // pays for) and on tiny products whose transposed operand costs more to copy or broadcast than
 // the product itself.
-// AVX2 (Zen 3): only the tiny products gain (16x16x17 1.15-1.3x, 16x16x16 1.7-1.8x, 4x4x272
-// 1.16x). A transposed B did too once it was transposed in 8x8 register blocks (session 14:
-// 16x16x16 1.8x, 64x64x16 1.25x, 64x64x32 1.2x; element by element it was 0.7-1.05x). On the
-// layers' products OpenBLAS's AVX2 kernel matched it (0.9-1.07x) and on the weight gradients beat
-// it (0.82-0.99x): a 6x16 tile reuses each loaded row of B only six times.
+// AVX2 (Zen 3): the tiny products (16x16x17 1.15-1.3x, 16x16x16 1.7-1.8x, 4x4x272 1.16x; with
+// a transposed B in 8x8 register blocks 64x64x16 1.25x, 64x64x32 1.2x). Since full tiles stopped
+// using masked loads and stores and A is blocked by MC rows (session 15), also the ViT's layer
+// products, 2 threads by rows, operands flushed from cache: [4096, 64..128] x [64..128, 64..192]
+// forward (B transposed) 1.07-1.46x, their input gradients 0.97-1.4x. Not the weight gradients
+// (0.95-1.05x against OpenBLAS's own threads), nor B transposed under 1024 rows (the char-GPT's
+// 384-row blocks: 0.93-0.97x), nor N or K over 256 (0.82-0.85x at N = 512).
 bool direct_gemm_pays(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
   switch (direct_gemm_isa()) {
     case DirectIsa::None: return false;
-    case DirectIsa::Avx2: return M * N * K <= 64 * 64 * 64;
+    case DirectIsa::Avx2:
+      return M * N * K <= 64 * 64 * 64 || (!ta && N <= 256 && K <= 256 && (!tb || M >= 1024));
     case DirectIsa::Avx512: break;
   }
   if (N > 256) return false;

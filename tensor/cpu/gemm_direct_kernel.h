@@ -14,6 +14,7 @@ namespace linea::cpu::direct_kernel {
 
 constexpr int MR = 6;         // a tile of C: up to 6 rows x NV vectors
 constexpr int64_t KC = 128;   // B's block: 128 rows, so a block of B's rows stays in L1 for every tile
+constexpr int64_t MC = 120;   // A's block: its rows (under 64 KB) stay in L2 across every column strip
 
 // C[0..R, 0..V·W] (=, or += when accumulate) = Σ_k a(i, k)·b[k][j] over kc steps, with a(i, k)
 // at a[i*ai + k*ak]. Unless Full, the lanes of the last vector past C's edge are masked off by
@@ -102,14 +103,17 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int
       bb = bt;
       ldbb = N;
     }
-    for (int64_t jc = 0; jc < N; jc += NR) {
-      const int64_t nr = N - jc < NR ? N - jc : NR, v = (nr + Vec::W - 1) / Vec::W;
-      const int lanes = int(nr - Vec::W * (v - 1));
-      const typename Vec::mask tail = Vec::tail_mask(lanes);
-      for (int64_t ic = 0; ic < M; ic += MR) {
-        const int64_t mr = M - ic < MR ? M - ic : MR;
-        tile_any<Vec, NV>(mr, v, lanes == Vec::W, kc, a + ic * ai + pc * ak, ai, ak, bb + jc, ldbb, c + ic * ldc + jc,
-                          ldc, tail, accumulate || pc > 0);
+    for (int64_t mc = 0; mc < M; mc += MC) {
+      const int64_t m1 = M - mc < MC ? M : mc + MC;
+      for (int64_t jc = 0; jc < N; jc += NR) {
+        const int64_t nr = N - jc < NR ? N - jc : NR, v = (nr + Vec::W - 1) / Vec::W;
+        const int lanes = int(nr - Vec::W * (v - 1));
+        const typename Vec::mask tail = Vec::tail_mask(lanes);
+        for (int64_t ic = mc; ic < m1; ic += MR) {
+          const int64_t mr = m1 - ic < MR ? m1 - ic : MR;
+          tile_any<Vec, NV>(mr, v, lanes == Vec::W, kc, a + ic * ai + pc * ak, ai, ak, bb + jc, ldbb,
+                            c + ic * ldc + jc, ldc, tail, accumulate || pc > 0);
+        }
       }
     }
   }
