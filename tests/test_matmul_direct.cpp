@@ -87,11 +87,24 @@ TEST_CASE("gemm_direct: matmul takes it where it pays and gets the float64 produ
   CHECK(cpu::direct_gemm_pays(true, false, 48, 40, 512) == avx512);
   // A small product with B read transposed (attention's and MHLA's tiles) takes it on AVX2.
   CHECK(cpu::direct_gemm_pays(false, true, 16, 16, 16) == (cpu::direct_gemm_isa() == cpu::DirectIsa::Avx2));
+  // The ViT's layers, one thread's half: forward, input gradient, weight gradient's half of K.
+  CHECK(cpu::direct_gemm_pays(false, true, 4096, 192, 64) == cpu::has_direct_gemm());
+  CHECK(cpu::direct_gemm_pays(false, false, 4096, 64, 192) == cpu::has_direct_gemm());
+  CHECK(cpu::direct_gemm_pays(true, false, 192, 64, 4096) == cpu::has_direct_gemm());
+  CHECK_FALSE(cpu::direct_gemm_pays(false, true, 384, 128, 128));  // the char-GPT's, B transposed
   Generator gen(3);
   // dW = dYᵀ·X for [512, 48] activations: a transposed A, K = 512.
   const Tensor dy = randn({512, 48}, gen), x = randn({512, 40}, gen);
   CHECK(testing::allclose(matmul(dy.t(), x).to(DType::Float64),
                           matmul(dy.to(DType::Float64).t(), x.to(DType::Float64)), 2e-4, 1e-5));
+  // A long weight gradient, [8192, 48]ᵀ·[8192, 40]: split over K between threads.
+  const Tensor dy2 = randn({8192, 48}, gen), x2 = randn({8192, 40}, gen);
+  CHECK(testing::allclose(matmul(dy2.t(), x2).to(DType::Float64),
+                          matmul(dy2.to(DType::Float64).t(), x2.to(DType::Float64)), 1e-3, 1e-4));
+  // A layer's forward with its bias, [2048, 64]·[96, 64]ᵀ + b: the bias fills c, the kernel adds.
+  const Tensor xin = randn({2048, 64}, gen), w = randn({96, 64}, gen), bias = randn({96}, gen);
+  CHECK(testing::allclose(linear(xin, w, bias).to(DType::Float64),
+                          linear(xin.to(DType::Float64), w.to(DType::Float64), bias.to(DType::Float64)), 2e-4, 1e-5));
   // A batch of block products, [64, 16, 16] @ [64, 16, 17]: the batch loop calls it per matrix.
   const Tensor fq = randn({64, 16, 16}, gen), s = randn({64, 16, 17}, gen);
   CHECK(testing::allclose(matmul(fq, s).to(DType::Float64), matmul(fq.to(DType::Float64), s.to(DType::Float64)),

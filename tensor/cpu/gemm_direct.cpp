@@ -35,14 +35,18 @@ bool has_direct_gemm() { return direct_gemm_isa() != DirectIsa::None; }
 // a transposed B in 8x8 register blocks 64x64x16 1.25x, 64x64x32 1.2x). Since full tiles stopped
 // using masked loads and stores and A is blocked by MC rows (session 15), also the ViT's layer
 // products, 2 threads by rows, operands flushed from cache: [4096, 64..128] x [64..128, 64..192]
-// forward (B transposed) 1.07-1.46x, their input gradients 0.97-1.4x. Not the weight gradients
-// (0.95-1.05x against OpenBLAS's own threads), nor B transposed under 1024 rows (the char-GPT's
-// 384-row blocks: 0.93-0.97x), nor N or K over 256 (0.82-0.85x at N = 512).
+// forward (B transposed) 1.07-1.46x, their input gradients 0.97-1.4x; and their weight gradients
+// split over K (cpu_matmul.cpp), each thread's [4096, 64..192]ᵀ·[4096, 64..128] 1.11-1.2x against
+// OpenBLAS's own threads. Not B transposed under 1024 rows (the char-GPT's 384-row blocks:
+// 0.93-0.97x), nor N or K over 256 (0.82-0.85x at N = 512), nor the char-GPT's weight gradients
+// (K = 768: 0.87-0.9x).
 bool direct_gemm_pays(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
   switch (direct_gemm_isa()) {
     case DirectIsa::None: return false;
     case DirectIsa::Avx2:
-      return M * N * K <= 64 * 64 * 64 || (!ta && N <= 256 && K <= 256 && (!tb || M >= 1024));
+      if (M * N * K <= 64 * 64 * 64) return true;
+      if (ta) return K >= 2048 && M <= 256 && N <= 256;
+      return N <= 256 && K <= 256 && (!tb || M >= 1024);
     case DirectIsa::Avx512: break;
   }
   if (N > 256) return false;
