@@ -91,7 +91,7 @@ TEST_CASE("gemm_direct: matmul takes it where it pays and gets the float64 produ
   CHECK(cpu::direct_gemm_pays(false, true, 4096, 192, 64) == cpu::has_direct_gemm());
   CHECK(cpu::direct_gemm_pays(false, false, 4096, 64, 192) == cpu::has_direct_gemm());
   CHECK(cpu::direct_gemm_pays(true, false, 192, 64, 4096) == cpu::has_direct_gemm());
-  CHECK_FALSE(cpu::direct_gemm_pays(false, true, 384, 128, 128));  // the char-GPT's, B transposed
+  CHECK_FALSE(cpu::direct_gemm_pays(false, true, 384, 128, 512));  // the char-GPT's MLP out: K = 512
   Generator gen(3);
   // dW = dYᵀ·X for [512, 48] activations: a transposed A, K = 512.
   const Tensor dy = randn({512, 48}, gen), x = randn({512, 40}, gen);

@@ -11,11 +11,11 @@
 
 namespace linea::cpu {
 
-// Defined in the per-ISA files; `bt` is scratch for KC·N floats.
+// Defined in the per-ISA files; `bp` is scratch for KC·(N + 64) floats (pack_b).
 void gemm_direct_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
-                        const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bt);
+                        const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bp);
 void gemm_direct_avx2(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
-                      const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bt);
+                      const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bp);
 
 DirectIsa direct_gemm_isa() {
   static const DirectIsa isa = __builtin_cpu_supports("avx512f")                                   ? DirectIsa::Avx512
@@ -33,20 +33,20 @@ bool has_direct_gemm() { return direct_gemm_isa() != DirectIsa::None; }
 // the product itself.
 // AVX2 (Zen 3): the tiny products (16x16x17 1.15-1.3x, 16x16x16 1.7-1.8x, 4x4x272 1.16x; with
 // a transposed B in 8x8 register blocks 64x64x16 1.25x, 64x64x32 1.2x). Since full tiles stopped
-// using masked loads and stores and A is blocked by MC rows (session 15), also the ViT's layer
-// products, 2 threads by rows, operands flushed from cache: [4096, 64..128] x [64..128, 64..192]
-// forward (B transposed) 1.07-1.46x, their input gradients 0.97-1.4x; and their weight gradients
-// split over K (cpu_matmul.cpp), each thread's [4096, 64..192]ᵀ·[4096, 64..128] 1.11-1.2x against
-// OpenBLAS's own threads. Not B transposed under 1024 rows (the char-GPT's 384-row blocks:
-// 0.93-0.97x), nor N or K over 256 (0.82-0.85x at N = 512), nor the char-GPT's weight gradients
-// (K = 768: 0.87-0.9x).
+// using masked loads and stores, A is blocked by MC rows and B packed in strips (session 15), also
+// the layers' products of the ViT and the char-GPT, 2 threads by rows, operands flushed from cache:
+// forward (B transposed) [4096, 64..128]·[64..192, 64..128]ᵀ 1.1-1.6x, [384, 128]·[128..512, 128]ᵀ
+// 1.0-1.13x; input gradients [4096, 64..192]·[64..192, 64..128] 0.91-1.47x, [384, 65..512]·
+// [65..512, 128..512] 1.0-1.22x; weight gradients split over K (cpu_matmul.cpp), each thread's
+// [4096, 64..192]ᵀ·[4096, 64..128] 1.1-1.26x against OpenBLAS's own threads. Not K over 256 (0.92-
+// 1.05x at K = 512), nor the char-GPT's weight gradients (K = 768: 0.85-0.9x).
 bool direct_gemm_pays(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
   switch (direct_gemm_isa()) {
     case DirectIsa::None: return false;
     case DirectIsa::Avx2:
       if (M * N * K <= 64 * 64 * 64) return true;
       if (ta) return K >= 2048 && M <= 256 && N <= 256;
-      return N <= 256 && K <= 256 && (!tb || M >= 1024);
+      return N <= 512 && K <= 256 && (!tb || M >= 256);
     case DirectIsa::Avx512: break;
   }
   if (N > 256) return false;
@@ -60,10 +60,10 @@ void gemm_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float*
   const bool runs = isa == DirectIsa::Avx512 ? direct_gemm_isa() == DirectIsa::Avx512
                                              : isa == DirectIsa::Avx2 && has_direct_gemm();
   LINEA_CHECK(runs, "[gemm_direct] this CPU does not run the requested kernel");
-  thread_local std::vector<float> bt;  // a transposed b's block, row-major; kept, so no allocation per call
-  if (tb) bt.resize(std::max(bt.size(), size_t(direct_kernel::KC * N)));
-  if (isa == DirectIsa::Avx512) gemm_direct_avx512(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate, bt.data());
-  else gemm_direct_avx2(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate, bt.data());
+  thread_local std::vector<float> bp;  // b's block in column strips (pack_b); kept, so no allocation per call
+  bp.resize(std::max(bp.size(), size_t(direct_kernel::KC * (N + 64))));  // 64: the widest strip
+  if (isa == DirectIsa::Avx512) gemm_direct_avx512(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate, bp.data());
+  else gemm_direct_avx2(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate, bp.data());
 }
 
 }  // namespace linea::cpu

@@ -74,45 +74,61 @@ void tile_any(int64_t mr, int64_t v, bool full, int64_t kc, const float* a, int6
   else tile_rows<Vec, MR, NV, false>(mr, kc, a, ai, ak, b, ldb, c, ldc, tail, accumulate);
 }
 
-// bt[k*N + j] = b(k, j) = b[j*ldb + k] for k < kc, j < N: 8x8 blocks in registers, the edges one
-// element at a time.
-template <class Vec>
-void transpose_b(const float* b, int64_t ldb, int64_t kc, int64_t N, float* bt) {
-  const int64_t n8 = N / 8 * 8, k8 = kc / 8 * 8;
-  for (int64_t j = 0; j < n8; j += 8) {
-    for (int64_t k = 0; k < k8; k += 8) Vec::transpose8(b + j * ldb + k, ldb, bt + k * N + j, N);
-    for (int64_t jj = j; jj < j + 8; ++jj)
-      for (int64_t k = k8; k < kc; ++k) bt[k * N + jj] = b[jj * ldb + k];
+// B's block (kc rows from its row pc) packed as column strips of NR: strip s holds b(k, s·NR + j)
+// at bp[s·kc·NR + k·NR + j] for j < its width. A tile then reads its strip's rows 64 contiguous
+// bytes apart: read in place, rows N floats apart (2 KB at N = 512) fell into a few L1 sets and
+// were reloaded from L2 by every tile. A transposed b (b(k, j) at b[j*ldb + k]) is transposed
+// into the strips in 8x8 register blocks, the edges one element at a time.
+template <class Vec, int NV>
+void pack_b(bool tb, const float* b, int64_t ldb, int64_t pc, int64_t kc, int64_t N, float* bp) {
+  constexpr int64_t NR = int64_t(Vec::W) * NV;
+  for (int64_t jc = 0; jc < N; jc += NR) {
+    float* strip = bp + jc * kc;  // (jc / NR) · kc · NR
+    const int64_t nr = N - jc < NR ? N - jc : NR;
+    if (!tb) {
+      for (int64_t k = 0; k < kc; ++k)
+        for (int64_t j = 0; j < nr; ++j) strip[k * NR + j] = b[(pc + k) * ldb + jc + j];
+      continue;
+    }
+    const int64_t n8 = nr / 8 * 8, k8 = kc / 8 * 8;
+    for (int64_t j = 0; j < n8; j += 8) {
+      for (int64_t k = 0; k < k8; k += 8)
+        Vec::transpose8(b + (jc + j) * ldb + pc + k, ldb, strip + k * NR + j, NR);
+      for (int64_t jj = j; jj < j + 8; ++jj)
+        for (int64_t k = k8; k < kc; ++k) strip[k * NR + jj] = b[(jc + jj) * ldb + pc + k];
+    }
+    for (int64_t j = n8; j < nr; ++j)
+      for (int64_t k = 0; k < kc; ++k) strip[k * NR + j] = b[(jc + j) * ldb + pc + k];
   }
-  for (int64_t j = n8; j < N; ++j)
-    for (int64_t k = 0; k < kc; ++k) bt[k * N + j] = b[j * ldb + k];
 }
 
-// c[M,N] (+)= a[M,K]·b[K,N] as in gemm_direct. `bt` is scratch for KC·N floats, used when tb.
+// A non-transposed B is read in place below this many rows of A (too few tiles share a strip to pay
+// for its copy: MHLA's 16-row block products) and for a weight gradient (A transposed), whose B
+// is the long operand streamed once: packed, [8192, 64..192]ᵀ·[8192, 64..128] ran 0.85-1.0x.
+constexpr int64_t kPackRows = 64;
+
+// c[M,N] (+)= a[M,K]·b[K,N] as in gemm_direct. `bp` is scratch for KC·(N + NR) floats.
 template <class Vec, int NV>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bt) {
+          int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bp) {
   constexpr int64_t NR = int64_t(Vec::W) * NV;
   const int64_t ai = ta ? 1 : lda, ak = ta ? lda : 1;
+  const bool pack = tb || (!ta && M >= kPackRows);
   for (int64_t pc = 0; pc < K; pc += KC) {
     const int64_t kc = K - pc < KC ? K - pc : KC;
-    const float* bb = b + pc * ldb;
-    int64_t ldbb = ldb;
-    if (tb) {  // b(k, j) at b[j*ldb + k]
-      transpose_b<Vec>(b + pc, ldb, kc, N, bt);
-      bb = bt;
-      ldbb = N;
-    }
+    if (pack) pack_b<Vec, NV>(tb, b, ldb, pc, kc, N, bp);
     for (int64_t mc = 0; mc < M; mc += MC) {
       const int64_t m1 = M - mc < MC ? M : mc + MC;
       for (int64_t jc = 0; jc < N; jc += NR) {
         const int64_t nr = N - jc < NR ? N - jc : NR, v = (nr + Vec::W - 1) / Vec::W;
         const int lanes = int(nr - Vec::W * (v - 1));
         const typename Vec::mask tail = Vec::tail_mask(lanes);
+        const float* bs = pack ? bp + jc * kc : b + pc * ldb + jc;
+        const int64_t lds = pack ? NR : ldb;
         for (int64_t ic = mc; ic < m1; ic += MR) {
           const int64_t mr = m1 - ic < MR ? m1 - ic : MR;
-          tile_any<Vec, NV>(mr, v, lanes == Vec::W, kc, a + ic * ai + pc * ak, ai, ak, bb + jc, ldbb,
-                            c + ic * ldc + jc, ldc, tail, accumulate || pc > 0);
+          tile_any<Vec, NV>(mr, v, lanes == Vec::W, kc, a + ic * ai + pc * ak, ai, ak, bs, lds, c + ic * ldc + jc,
+                            ldc, tail, accumulate || pc > 0);
         }
       }
     }
