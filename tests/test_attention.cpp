@@ -152,36 +152,39 @@ TEST_CASE("linear_attention equals the naive normalised quadratic form, every fe
         F::LinearAttentionOptions o{causal, fm, 1e-6};
         const Tensor ref = naive_linear_attention(q, k, v, o);
         CHECK(allclose(F::linear_attention(q, k, v, o), ref, 1e-10, 1e-10));
-        if (causal)  // the chunkwise composition, which backends without causal MHLA kernels run
-          CHECK(allclose(F::detail::linear_attention_chunkwise("linear_attention", {q, k, v}, 0, o), ref, 1e-10, 1e-10));
+        // the composition, which backends without MHLA kernels run
+        CHECK(allclose(F::detail::linear_attention_composite("linear_attention", {q, k, v}, 0, o), ref, 1e-10, 1e-10));
       }
     }
   }
 }
 
-// On the CPU linear_attention runs the causal MHLA kernels (10 chunks of 16 tokens here); the
-// chunkwise composition (3 chunks of 64) is checked the same way.
-TEST_CASE("causal linear_attention backward equals the composed backward, kernels and chunkwise form") {
+// On the CPU linear_attention runs the MHLA kernels (causal: 10 chunks of 16 tokens here); the
+// compositions (causal: 3 chunks of 64) are checked the same way.
+TEST_CASE("linear_attention backward equals the naive form's, kernels and compositions, causal or not") {
   for (F::FeatureMap fm : kMaps) {
-    for (bool chunkwise : {false, true}) {
-      CAPTURE(int(fm));
-      CAPTURE(chunkwise);
-      Tensor q = strided64(2, 2, 150, 5, 28), k = strided64(2, 2, 150, 5, 29), v = strided64(2, 2, 150, 4, 30);
-      if (fm == F::FeatureMap::Identity) {
-        NoGradGuard ng;
-        q = (abs(q) + 0.5).detach().requires_grad_(), k = (abs(k) + 0.5).detach().requires_grad_();
+    for (bool composite : {false, true}) {
+      for (bool causal : {false, true}) {
+        CAPTURE(int(fm));
+        CAPTURE(composite);
+        CAPTURE(causal);
+        Tensor q = strided64(2, 2, 150, 5, 28), k = strided64(2, 2, 150, 5, 29), v = strided64(2, 2, 150, 4, 30);
+        if (fm == F::FeatureMap::Identity) {
+          NoGradGuard ng;
+          q = (abs(q) + 0.5).detach().requires_grad_(), k = (abs(k) + 0.5).detach().requires_grad_();
+        }
+        F::LinearAttentionOptions o{causal, fm, 1e-6};
+        Tensor g = randn64({2, 2, 150, 4}, 31, false);
+        const Tensor out = composite ? F::detail::linear_attention_composite("linear_attention", {q, k, v}, 0, o)
+                                     : F::linear_attention(q, k, v, o);
+        sum(out * g).backward();
+        Tensor gq = q.grad(), gk = k.grad(), gv = v.grad();
+        q.zero_grad(), k.zero_grad(), v.zero_grad();
+        sum(naive_linear_attention(q, k, v, o) * g).backward();
+        CHECK(allclose(gq, q.grad(), 1e-9, 1e-8));
+        CHECK(allclose(gk, k.grad(), 1e-9, 1e-8));
+        CHECK(allclose(gv, v.grad(), 1e-9, 1e-8));
       }
-      F::LinearAttentionOptions o{true, fm, 1e-6};
-      Tensor g = randn64({2, 2, 150, 4}, 31, false);
-      const Tensor out = chunkwise ? F::detail::linear_attention_chunkwise("linear_attention", {q, k, v}, 0, o)
-                                   : F::linear_attention(q, k, v, o);
-      sum(out * g).backward();
-      Tensor gq = q.grad(), gk = k.grad(), gv = v.grad();
-      q.zero_grad(), k.zero_grad(), v.zero_grad();
-      sum(naive_linear_attention(q, k, v, o) * g).backward();
-      CHECK(allclose(gq, q.grad(), 1e-9, 1e-8));
-      CHECK(allclose(gk, k.grad(), 1e-9, 1e-8));
-      CHECK(allclose(gv, v.grad(), 1e-9, 1e-8));
     }
   }
 }

@@ -5,10 +5,11 @@
 // column): o = U'[:, :dv] / (U'[:, dv] + eps). The backward then needs only dU' = [Ḡ | δ] with
 // Ḡ = G / r and δ = −rowsum(G∘O) / r, and pushes it through the same products.
 //
-// Causal, on a backend with causal MHLA kernels (has_fused_mhla(true): the CPU and the GPU), the
-// kernels compute U': linear attention is causal MHLA (spec §3) with every mixing weight 1 and
-// scale 1, run on V' (kernel_causal below). Elsewhere, and as the form those kernels are tested
-// against, the chunkwise composition (chunkwise below):
+// On a backend with MHLA kernels (has_fused_mhla: the CPU and the GPU) the kernels run it: non-
+// causal linear attention is MHLA with one block (M = 1, W = [1]); causal linear attention is
+// causal MHLA (spec §3) with every mixing weight 1 and scale 1, run on V' (kernel_causal below).
+// Elsewhere, and as the forms those kernels are tested against, the compositions here
+// (detail::linear_attention_composite).
 // Causal: chunks of kChunk tokens. Chunk i reads the summaries of all earlier chunks,
 // P_i = Σ_{j<i} S_j with S_j = φ(K_j)ᵀ V'_j, plus its own masked quadratic block:
 //   U'_i = φ(Q_i) P_i + tril(φ(Q_i) φ(K_i)ᵀ) V'_i                      — O(N·(C + d)·dv) work.
@@ -106,12 +107,7 @@ struct CausalSaved {
   auto tensors() { return std::tie(q, k, fq, fk, v1, p, o, r); }
 };
 
-}  // namespace
-
-namespace detail {
-
-Tensor linear_attention_chunkwise(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
-                                  const LinearAttentionOptions& opts) {
+Tensor chunkwise(const char* op, const std::vector<Tensor>& inputs, int64_t packed, const LinearAttentionOptions& opts) {
   using detail::feature_map, detail::pad_tokens;
   const detail::Heads h = detail::heads_of(op, inputs, packed);
   const int64_t B = h[0].size(0), H = h[0].size(1), N = h[0].size(2), d = h[0].size(3), dv = h[2].size(3);
@@ -149,11 +145,7 @@ Tensor linear_attention_chunkwise(const char* op, const std::vector<Tensor>& inp
       });
 }
 
-}  // namespace detail
-
-namespace {
-
-// The kernels' chunk and the most chunks they take. Their cost has an M² term (sh_i = Σ_{j<i} W_ij S_j
+// The causal kernels' chunk and the most chunks they take. Their cost has an M² term (sh_i = Σ_{j<i} W_ij S_j
 // and dW are products with the M×M mixing matrix, where the composition's prefix sums are O(M)),
 // so longer sequences keep the composition: at 256 chunks that term is still below the rest.
 // Measured on the char-GPT (64 tokens, head dim 32), one step, session 15: see README.
@@ -161,10 +153,10 @@ constexpr int64_t kKernelChunk = 16, kKernelMaxChunks = 256;
 // The widest head, with V's ones column, that every backend's kernels take (CUDA: 128).
 constexpr int64_t kKernelMaxHeadDim = 128;
 
-bool kernel_causal_runs(const detail::Heads& h) {
+bool kernels_run(const detail::Heads& h, bool causal) {
   const int64_t N = h[0].size(2), d = h[0].size(3), dv = h[2].size(3);
-  return backend(h[0].device()).has_fused_mhla(true) && (N + kKernelChunk - 1) / kKernelChunk <= kKernelMaxChunks &&
-         d <= kKernelMaxHeadDim && dv + 1 <= kKernelMaxHeadDim;
+  return backend(h[0].device()).has_fused_mhla(causal) && d <= kKernelMaxHeadDim && dv + 1 <= kKernelMaxHeadDim &&
+         (!causal || (N + kKernelChunk - 1) / kKernelChunk <= kKernelMaxChunks);
 }
 
 // What the kernels' backward reads (backend.h, "fused MHLA"), and the normalised output.
@@ -209,7 +201,20 @@ Tensor kernel_causal(const char* op, const std::vector<Tensor>& inputs, int64_t 
       });
 }
 
-// The checks, and the causal or non-causal form on `inputs` ({q, k, v}, or {qkv} with packed = H).
+// Non-causal linear attention on the device's MHLA kernels: MHLA with one block of all N tokens
+// and W = [1] (spec §5.1 with M = 1), whose output and normaliser are linear attention's. Run as
+// the public mhla ops, so q, k, v are read where they lie and the packed form's gradient is one
+// buffer. Measured on the ViT (64 tokens, head dim 16), one step against the composition:
+// 0.90-0.93x the time (session 15).
+Tensor kernel_noncausal(const std::vector<Tensor>& inputs, int64_t packed, const detail::Heads& h,
+                        const LinearAttentionOptions& opts) {
+  const Tensor one = ones({1, 1}, Options(h[0].dtype(), h[0].device()));
+  const MHLAOptions mo{.causal = false, .block_len = h[0].size(2), .feature_map = opts.feature_map, .eps = opts.eps};
+  return packed ? mhla_qkv(inputs[0], packed, one, mo) : mhla(h[0], h[1], h[2], one, mo);
+}
+
+// The checks, and the kernels' or the composition's form on `inputs` ({q, k, v}, or {qkv} with
+// packed = H).
 Tensor attend(const char* op, const std::vector<Tensor>& inputs, int64_t packed, const LinearAttentionOptions& opts) {
   const detail::Heads h = detail::heads_of(op, inputs, packed);
   const Tensor &q = h[0], &v = h[2];
@@ -217,12 +222,16 @@ Tensor attend(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
   LINEA_CHECK(opts.eps >= 0, "[{}] eps must be >= 0, got {}", op, opts.eps);
   LINEA_CHECK(q.size(2) > 0 && q.size(3) > 0 && v.size(3) > 0, "[{}] empty sequence or head dim: q {} / v {}", op,
               shape_str(q.shape()), shape_str(v.shape()));
-  if (!opts.causal) return noncausal(op, inputs, packed, opts);
-  return kernel_causal_runs(h) ? kernel_causal(op, inputs, packed, opts)
-                               : detail::linear_attention_chunkwise(op, inputs, packed, opts);
+  if (!kernels_run(h, opts.causal)) return detail::linear_attention_composite(op, inputs, packed, opts);
+  return opts.causal ? kernel_causal(op, inputs, packed, opts) : kernel_noncausal(inputs, packed, h, opts);
 }
 
 }  // namespace
+
+Tensor detail::linear_attention_composite(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
+                                          const LinearAttentionOptions& opts) {
+  return opts.causal ? chunkwise(op, inputs, packed, opts) : noncausal(op, inputs, packed, opts);
+}
 
 Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, LinearAttentionOptions opts) {
   return attend("linear_attention", {q, k, v}, 0, opts);

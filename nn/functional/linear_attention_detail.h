@@ -1,5 +1,5 @@
-// Causal linear attention's chunkwise composition (linear_attention.cpp): the form for a backend
-// without causal MHLA kernels, kept callable so that tests hold the kernels' path against it.
+// Linear attention's compositions from primitive ops (linear_attention.cpp): the forms for a
+// backend without MHLA kernels, kept callable so that tests hold the kernels' path against them.
 // Not part of the public API (not in linea.h).
 #pragma once
 #include <vector>
@@ -8,9 +8,10 @@
 
 namespace linea::nn::functional::detail {
 
-// inputs: {q, k, v}, or with packed = H > 0 the packed projection {qkv}; opts.causal is assumed
-// and the inputs already checked (linear_attention does both).
-Tensor linear_attention_chunkwise(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
+// Non-causal: one summary for all queries; causal: the chunkwise form. inputs: {q, k, v}, or with
+// packed = H > 0 the packed projection {qkv}; the inputs are already checked (linear_attention
+// does that).
+Tensor linear_attention_composite(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
                                   const LinearAttentionOptions& opts);
 
 }  // namespace linea::nn::functional::detail
