@@ -1,14 +1,16 @@
-// float32 gemm for the products OpenBLAS runs far below its peak: the weight gradients of small
-// layers (dW = dYᵀ·X: [64, 8192]ᵀ·[8192, 64], 55-62% of the 1024³ rate) and the thousands of tiny
-// block matrices of MHLA (16x16x17, 4x4x272: 12-35%, the call and packing overheads).
+// float32 gemm for the products OpenBLAS runs below its peak: the skinny products of small
+// models' layers ([8192, 64]·[64, 192] and their gradients; dW = dYᵀ·X ran at 55-62% of the 1024³
+// rate) and the thousands of tiny block matrices of MHLA and attention (16x16x17, 4x4x272: 12-35%,
+// the call and packing overheads).
 //
 // Both lose their time packing: OpenBLAS copies every element of A and B into its panel layout,
 // and a 64-wide output reuses each copied element only 64 times. The direct kernel packs nothing
 // of A: a tile of C (6 rows x 64 columns in 24 zmm registers on AVX-512, 6 x 16 in 12 ymm on
 // AVX2) stays in registers while each step k broadcasts six elements of A straight from memory
-// (row-major or transposed alike) and loads one row of B. B is read in place when its rows are
-// contiguous (tb false, the dW case); a transposed B is copied block by block into a row-major
-// scratch first (cheap when N and K are small). The kernel is one template over the vector width
+// (row-major or transposed alike; 120-row blocks of A stay in L2 across B's column strips) and
+// loads one row of B's strip. B's block is packed into column strips as wide as the tile (a
+// transposed B transposed into them in 8x8 register blocks), except for short A and for weight
+// gradients, whose B is read in place. The kernel is one template over the vector width
 // (gemm_direct_kernel.h).
 #pragma once
 #include <cstdint>
