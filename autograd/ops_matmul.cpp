@@ -134,12 +134,19 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       "linear", out, {x, weight, bias},
       [X, W, rows, in, out_f, need_x = x.requires_grad(), need_w = weight.requires_grad(),
        need_b = bias.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
-        // dx = g·W, dW = gᵀ·x over every row, db = the column sums of g.
+        // dx = g·W, dW = gᵀ·x over every row, db = the column sums of g: with dW, in one call,
+        // which the CPU runs in one pass over g (Backend::linear_weight_grad).
         const Tensor G = g.reshape({rows, out_f});
         Tensor dx, dw, db;
         if (need_x) dx = matmul(G, W).reshape(X.shape());
-        if (need_w) dw = matmul(G.t(), X.reshape({rows, in}));
-        if (need_b) db = sum(G, {0});
+        if (need_w) {
+          const Tensor Gc = G.contiguous(), Xc = X.reshape({rows, in}).contiguous();
+          dw = empty({out_f, in}, G.dtype(), G.device());
+          if (need_b) db = empty({out_f}, G.dtype(), G.device());
+          backend(G.device()).linear_weight_grad(Gc, Xc, dw, db);
+        } else if (need_b) {
+          db = sum(G, {0});
+        }
         return {dx, dw, db};
       });
 }

@@ -4,6 +4,7 @@
 
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/error.h"
+#include "linea/tensor/kernel_checks.h"
 #include "linea/tensor/profiler.h"
 #include "linea/tensor/profiling_backend.h"
 
@@ -37,6 +38,12 @@ Backend& device_backend(Device device) {
 Backend& backend(Device device) {
   if (Profiler::active()) [[unlikely]] return profiling_backend(device_backend(device), device);
   return device_backend(device);
+}
+
+void Backend::linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) {
+  const auto [rows, out, in] = kernel_checks::linear_weight_grad(g, x, dw, db);
+  gemm(g.t().unsqueeze(0), x.unsqueeze(0), dw.unsqueeze(0), Tensor());
+  if (db.defined()) reduce(ReduceOp::Sum, g, db, 1, rows, out);
 }
 
 void Backend::mhla_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const MHLAArgs&, const Tensor&,

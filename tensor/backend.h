@@ -69,6 +69,11 @@ class Backend {
   // added to every row of out: the epilogue of a linear layer, written before the product so that
   // no pass over out is added (cpu_matmul.cpp measures it).
   virtual void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias) = 0;
+  // A linear layer's weight and bias gradients: dw = gᵀ·x and db = the column sums of g (when db
+  // is defined). g [rows, out] and x [rows, in] contiguous, dw [out, in], db [out]. The default is
+  // gemm then reduce; the CPU sums g inside the weight gradient's product where its own kernel
+  // runs that product (cpu_matmul.cpp), saving the reduction's pass over g.
+  virtual void linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db);
 
   // ---- indexing (idx is int64; indices are range-checked by the kernel) ----
   virtual void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) = 0;

@@ -23,6 +23,19 @@ GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor
   return g;
 }
 
+std::array<int64_t, 3> linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) {
+  LINEA_CHECK(g.dim() == 2 && x.dim() == 2 && dw.dim() == 2 && g.size(0) == x.size(0) &&
+                  dw.shape() == Shape({g.size(1), x.size(1)}) && (!db.defined() || db.shape() == Shape({g.size(1)})),
+              "[linear_weight_grad] expected g [rows, out], x [rows, in], dw [out, in], db [out], got {}, {}, {}, {}",
+              shape_str(g.shape()), shape_str(x.shape()), shape_str(dw.shape()),
+              db.defined() ? shape_str(db.shape()) : std::string("none"));
+  LINEA_CHECK(g.is_contiguous() && x.is_contiguous() && dw.is_contiguous() && (!db.defined() || db.is_contiguous()),
+              "[linear_weight_grad] every operand must be contiguous");
+  LINEA_CHECK(x.dtype() == g.dtype() && dw.dtype() == g.dtype() && (!db.defined() || db.dtype() == g.dtype()),
+              "[linear_weight_grad] dtype mismatch: g {}, x {}, dw {}", g.dtype(), x.dtype(), dw.dtype());
+  return {g.size(0), g.size(1), x.size(1)};
+}
+
 std::pair<int64_t, int64_t> row_geometry(const char* op, const Tensor& x, Operands rowwise, Operands per_row,
                                          Operands per_feature) {
   LINEA_CHECK(x.is_contiguous() && x.dim() >= 1, "[{}] x must be contiguous with at least 1 dim, got {}", op,

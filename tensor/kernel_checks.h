@@ -5,6 +5,7 @@
 // range-checked). The fused nn/ kernels have theirs in fused_checks.h. The checks are defined in
 // kernel_checks.cpp, so this header is fmt-free and the .cu files call them too.
 #pragma once
+#include <array>
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
@@ -23,6 +24,8 @@ struct GemmShape {
 // a [batch, M, K] @ b [batch, K, N] (+ bias [N]) -> out [batch, M, N] contiguous, all float32 or
 // all float64, bias (if defined) contiguous on out's device.
 GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias);
+// Backend::linear_weight_grad's operands; returns {rows, out, in}.
+std::array<int64_t, 3> linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db);
 
 // How BLAS (OpenBLAS or cuBLAS) sees one [rows, cols] matrix with row stride rs and column
 // stride cs. The leading dimensions it gives are valid for both (ld >= cols row-major, ld >= rows

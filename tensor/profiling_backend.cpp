@@ -138,6 +138,15 @@ class ProfilingBackend final : public Backend {
           [&] { in_.gemm(a, b, out, bias); });
   }
 
+  // Recorded as a gemm (its flops), with the bias gradient's sums in the same row when asked for.
+  void linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) override {
+    const double flops = 2.0 * double(g.numel()) * double(x.size(-1));
+    const std::string name = Profiler::by_shape() ? gemm_shape(g.t().unsqueeze(0), x.unsqueeze(0)) +
+                                                        (db.defined() ? " + column sums" : "")
+                                                  : std::string("gemm");
+    timed(name, flops, touched({&g, &x, &dw, &db}), [&] { in_.linear_weight_grad(g, x, dw, db); });
+  }
+
   void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override {
     timed("index_select", 0, touched({&idx, &out}) * 2, [&] { in_.index_select(x, dim, idx, out); });
   }

@@ -101,6 +101,23 @@ TEST_CASE("gemm_direct: matmul takes it where it pays and gets the float64 produ
   const Tensor dy2 = randn({8192, 48}, gen), x2 = randn({8192, 40}, gen);
   CHECK(testing::allclose(matmul(dy2.t(), x2).to(DType::Float64),
                           matmul(dy2.to(DType::Float64).t(), x2.to(DType::Float64)), 1e-3, 1e-4));
+  // The same as a linear layer's weight and bias gradients in one call: the column sums of g come
+  // out of the product's pass over g (split over K); and through linear's backward.
+  const Tensor dw = empty({48, 40}), dbias = empty({48});
+  backend(Device::cpu()).linear_weight_grad(dy2, x2, dw, dbias);
+  CHECK(testing::allclose(dw.to(DType::Float64), matmul(dy2.to(DType::Float64).t(), x2.to(DType::Float64)), 1e-3,
+                          1e-4));
+  CHECK(testing::allclose(dbias.to(DType::Float64), sum(dy2.to(DType::Float64), {0}), 1e-6, 1e-6));
+  {
+    const Tensor xl = x2.detach().requires_grad_(), wl = randn({48, 40}, gen).requires_grad_();
+    const Tensor bl = randn({48}, gen).requires_grad_();
+    sum(linear(xl, wl, bl) * dy2).backward();
+    CHECK(testing::allclose(wl.grad().to(DType::Float64), matmul(dy2.to(DType::Float64).t(), x2.to(DType::Float64)),
+                            1e-3, 1e-4));
+    CHECK(testing::allclose(bl.grad().to(DType::Float64), sum(dy2.to(DType::Float64), {0}), 1e-6, 1e-6));
+  }
+  CHECK_THROWS_WITH_AS(backend(Device::cpu()).linear_weight_grad(dy2, x2, empty({40, 48}), dbias),
+                       doctest::Contains("[linear_weight_grad]"), Error);
   // A layer's forward with its bias, [2048, 64]·[96, 64]ᵀ + b: the bias fills c, the kernel adds.
   const Tensor xin = randn({2048, 64}, gen), w = randn({96, 64}, gen), bias = randn({96}, gen);
   CHECK(testing::allclose(linear(xin, w, bias).to(DType::Float64),

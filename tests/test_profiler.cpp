@@ -91,13 +91,14 @@ TEST_CASE("grouped by shape, the MLP's gemm rows name each product's operands an
   const auto rows = Profiler::rows();
   CHECK(find(rows, "forward", "gemm") == nullptr);
   // Forward x·W1ᵀ (W1 is [16, 8], read transposed) and h·W2ᵀ; backward dW2 = dyᵀ·h (dy read
-  // transposed), dh = dy·W2 (W2 as stored), and dW1 = dhᵀ·x.
+  // transposed) with the bias gradient's column sums of dy in the same row, dh = dy·W2 (W2 as
+  // stored), and dW1 = dhᵀ·x with the sums of dh.
   REQUIRE(find(rows, "forward", "gemm 1x[32x8]·[8x16]^T") != nullptr);
   CHECK(find(rows, "forward", "gemm 1x[32x8]·[8x16]^T")->flops == doctest::Approx(2.0 * 32 * 8 * 16));
   CHECK(find(rows, "forward", "gemm 1x[32x16]·[16x4]^T") != nullptr);
-  CHECK(find(rows, "backward", "gemm 1x[4x32]^T·[32x16]") != nullptr);
+  CHECK(find(rows, "backward", "gemm 1x[4x32]^T·[32x16] + column sums") != nullptr);
   CHECK(find(rows, "backward", "gemm 1x[32x4]·[4x16]") != nullptr);
-  CHECK(find(rows, "backward", "gemm 1x[16x32]^T·[32x8]") != nullptr);
+  CHECK(find(rows, "backward", "gemm 1x[16x32]^T·[32x8] + column sums") != nullptr);
   const std::string table = profile_table(rows, 1e-3, {.gflops = 100, .gbps = 10});
   CHECK(table.find("gemm 1x[32x16]·[16x4]^T") != std::string::npos);
   Profiler::start();  // a plain start groups by op again

@@ -32,6 +32,7 @@ class CpuBackend final : public Backend {
                         const Tensor& dx, const Tensor& dweight) override;
 
   void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias) override;
+  void linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) override;
 
   void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;
   void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;

@@ -60,25 +60,41 @@ void gemm_serial(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, c
 }
 
 // c = aᵀ·b (+ bias) with K split over nt threads, float32 on the direct kernel: thread 0 writes c,
-// the others their partial products, added into c in thread order.
+// the others their partial products, added into c in thread order. With a_sums (M floats), also
+// a_sums[i] = Σ_k a(i, k), each thread summing its slice in double as the kernel reads it.
 void gemm_split_k(int nt, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                  int64_t ldb, float* c, int64_t ldc, const float* bias) {
+                  int64_t ldb, float* c, int64_t ldc, const float* bias, float* a_sums = nullptr) {
   std::vector<float> part(static_cast<size_t>(nt - 1) * M * N);
+  std::vector<double> sums(a_sums ? static_cast<size_t>(nt) * M : 0, 0.0);
 #pragma omp parallel num_threads(nt)
   {
     const int t = omp_get_thread_num();
     const int64_t k0 = K * t / nt, k1 = K * (t + 1) / nt;
     float* dst = t == 0 ? c : part.data() + (t - 1) * M * N;
+    double* my_sums = a_sums ? sums.data() + t * M : nullptr;
     const int64_t ldd = t == 0 ? ldc : N;
     if (t == 0 && bias) fill_rows<float>(M, N, bias, c, ldc);
-    if (k1 > k0) gemm_direct(true, tb, M, N, k1 - k0, a + k0 * lda, lda, b + (tb ? k0 : k0 * ldb), ldb, dst, ldd,
-                             t == 0 && bias);
+    if (k1 > k0)
+      gemm_direct(true, tb, M, N, k1 - k0, a + k0 * lda, lda, b + (tb ? k0 : k0 * ldb), ldb, dst, ldd, t == 0 && bias,
+                  direct_gemm_isa(), my_sums);
     else if (t > 0) std::fill(dst, dst + M * N, 0.0f);
     else if (!bias) fill_rows<float>(M, N, nullptr, c, ldc);
   }
   for (int t = 1; t < nt; ++t)
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) c[i * ldc + j] += part[((t - 1) * M + i) * N + j];
+  if (a_sums)
+    for (int64_t i = 0; i < M; ++i) {
+      double s = 0;
+      for (int t = 0; t < nt; ++t) s += sums[t * M + i];
+      a_sums[i] = static_cast<float>(s);
+    }
+}
+
+// Whether a weight gradient [M, N] over K rows splits over K on the direct kernel (gemm_split).
+bool splits_over_k(bool tb, int64_t M, int64_t N, int64_t K) {
+  const int nt = omp_get_max_threads();
+  return nt > 1 && !omp_in_parallel() && M * N * K >= kMinParallelWork && direct_gemm_pays(true, tb, M, N, K / nt);
 }
 
 // One gemm on every thread: each thread multiplies its own block of rows of a (or, for a short
@@ -101,7 +117,7 @@ void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, co
   // repacks all of b: 1.05-1.5x on the ViT's and the char-GPT's dW products.
   if (ta && !bf16) {
     if constexpr (std::is_same_v<T, float>)
-      if (direct_gemm_pays(ta, tb, M, N, K / nt)) return gemm_split_k(nt, tb, M, N, K, a, lda, b, ldb, c, ldc, bias);
+      if (splits_over_k(tb, M, N, K)) return gemm_split_k(nt, tb, M, N, K, a, lda, b, ldb, c, ldc, bias);
     if (bias) fill_rows<T>(M, N, bias, c, ldc);
     return blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, bias ? T(1) : T(0), c, ldc);
   }
@@ -119,6 +135,17 @@ void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, co
   }
 }
 }  // namespace
+
+// Where the weight gradient splits over K on the direct kernel, the bias gradient's column sums of
+// g come out of the same pass over g; otherwise gemm, then reduce.
+void CpuBackend::linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) {
+  const auto [rows, out, in] = kernel_checks::linear_weight_grad(g, x, dw, db);
+  if (!db.defined() || g.dtype() != DType::Float32 || matmul_precision() == MatmulPrecision::BF16 ||
+      !splits_over_k(false, out, in, rows))
+    return Backend::linear_weight_grad(g, x, dw, db);
+  gemm_split_k(omp_get_max_threads(), false, out, in, rows, g.data<float>(), out, x.data<float>(), in,
+               dw.data<float>(), in, nullptr, db.data<float>());
+}
 
 void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor& bias) {
   const kernel_checks::GemmShape g = kernel_checks::gemm(a_in, b_in, out, bias);

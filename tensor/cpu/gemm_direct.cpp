@@ -13,9 +13,9 @@ namespace linea::cpu {
 
 // Defined in the per-ISA files; `bp` is scratch for KC·(N + 64) floats (pack_b).
 void gemm_direct_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
-                        const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bp);
+                        const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bp, double* a_sums);
 void gemm_direct_avx2(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
-                      const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bp);
+                      const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bp, double* a_sums);
 
 DirectIsa direct_gemm_isa() {
   static const DirectIsa isa = __builtin_cpu_supports("avx512f")                                   ? DirectIsa::Avx512
@@ -56,14 +56,16 @@ bool direct_gemm_pays(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
 }
 
 void gemm_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc, bool accumulate, DirectIsa isa) {
+                 int64_t ldb, float* c, int64_t ldc, bool accumulate, DirectIsa isa, double* a_sums) {
   const bool runs = isa == DirectIsa::Avx512 ? direct_gemm_isa() == DirectIsa::Avx512
                                              : isa == DirectIsa::Avx2 && has_direct_gemm();
   LINEA_CHECK(runs, "[gemm_direct] this CPU does not run the requested kernel");
+  LINEA_CHECK(!a_sums || ta, "[gemm_direct] a's sums are for a read transposed (a weight gradient) only");
   thread_local std::vector<float> bp;  // b's block in column strips (pack_b); kept, so no allocation per call
   bp.resize(std::max(bp.size(), size_t(direct_kernel::KC * (N + 64))));  // 64: the widest strip
-  if (isa == DirectIsa::Avx512) gemm_direct_avx512(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate, bp.data());
-  else gemm_direct_avx2(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate, bp.data());
+  if (isa == DirectIsa::Avx512)
+    gemm_direct_avx512(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate, bp.data(), a_sums);
+  else gemm_direct_avx2(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate, bp.data(), a_sums);
 }
 
 }  // namespace linea::cpu

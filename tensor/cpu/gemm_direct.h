@@ -24,9 +24,11 @@ bool has_direct_gemm();       // direct_gemm_isa() != None
 
 // c[M,N] = a[M,K]·b[K,N] (or += when accumulate), row-major, a or b read transposed in place (ta,
 // tb) as in blas_gemm. Serial; needs K > 0 and a kernel `isa` this CPU runs (tests pick the
-// narrower one).
+// narrower one). With ta, a_sums (M doubles, or null) also gets a_sums[i] += Σ_k a(i, k): for a
+// weight gradient dW = dYᵀ·X, the bias gradient's column sums of dY, read while dY is in cache.
 void gemm_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc, bool accumulate = false, DirectIsa isa = direct_gemm_isa());
+                 int64_t ldb, float* c, int64_t ldc, bool accumulate = false, DirectIsa isa = direct_gemm_isa(),
+                 double* a_sums = nullptr);
 
 // Whether matmul takes gemm_direct for this serial product: the shapes above, where it was
 // measured faster than OpenBLAS (bench_matmul: the models' products, linea against cblas).

@@ -107,10 +107,12 @@ void pack_b(bool tb, const float* b, int64_t ldb, int64_t pc, int64_t kc, int64_
 // is the long operand streamed once: packed, [8192, 64..192]ᵀ·[8192, 64..128] ran 0.85-1.0x.
 constexpr int64_t kPackRows = 64;
 
-// c[M,N] (+)= a[M,K]·b[K,N] as in gemm_direct. `bp` is scratch for KC·(N + NR) floats.
+// c[M,N] (+)= a[M,K]·b[K,N] as in gemm_direct. `bp` is scratch for KC·(N + NR) floats. With ta
+// and `a_sums`, also a_sums[i] += Σ_k a(i, k) in double (as the CPU's sums accumulate), each block
+// of a summed right after its tiles read it, while it is still in cache.
 template <class Vec, int NV>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bp) {
+          int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bp, double* a_sums) {
   constexpr int64_t NR = int64_t(Vec::W) * NV;
   const int64_t ai = ta ? 1 : lda, ak = ta ? lda : 1;
   const bool pack = tb || (!ta && M >= kPackRows);
@@ -132,6 +134,9 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int
         }
       }
     }
+    if (ta && a_sums)  // a(i, k) = a[k*lda + i]: the block's rows are contiguous in i
+      for (int64_t k = pc; k < pc + kc; ++k)
+        for (int64_t i = 0; i < M; ++i) a_sums[i] += double(a[k * lda + i]);
   }
 }
 
