@@ -33,6 +33,9 @@ std::array<int64_t, 3> linear_weight_grad(const Tensor& g, const Tensor& x, cons
               "[linear_weight_grad] every operand must be contiguous");
   LINEA_CHECK(x.dtype() == g.dtype() && dw.dtype() == g.dtype() && (!db.defined() || db.dtype() == g.dtype()),
               "[linear_weight_grad] dtype mismatch: g {}, x {}, dw {}", g.dtype(), x.dtype(), dw.dtype());
+  LINEA_CHECK(x.device() == g.device() && dw.device() == g.device() && (!db.defined() || db.device() == g.device()),
+              "[linear_weight_grad] operands on different devices: g on {}, x on {}, dw on {}", g.device(),
+              x.device(), dw.device());
   return {g.size(0), g.size(1), x.size(1)};
 }
 
