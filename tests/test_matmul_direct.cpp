@@ -117,7 +117,12 @@ TEST_CASE("gemm_direct: matmul takes it where it pays and gets the float64 produ
     CHECK(testing::allclose(bl.grad().to(DType::Float64), sum(dy2.to(DType::Float64), {0}), 1e-6, 1e-6));
   }
   CHECK_THROWS_WITH_AS(backend(Device::cpu()).linear_weight_grad(dy2, x2, empty({40, 48}), dbias),
-                       doctest::Contains("[linear_weight_grad]"), Error);
+                       doctest::Contains("[linear_weight_grad] expected g [rows, out]"), Error);
+  CHECK_THROWS_WITH_AS(backend(Device::cpu()).linear_weight_grad(dy2, x2, empty({48, 40}, DType::Float64), dbias),
+                       doctest::Contains("[linear_weight_grad] dtype mismatch"), Error);
+  const Tensor strided_x = randn({8192, 80}, gen).narrow(1, 0, 40);
+  CHECK_THROWS_WITH_AS(backend(Device::cpu()).linear_weight_grad(dy2, strided_x, dw, dbias),
+                       doctest::Contains("[linear_weight_grad] every operand must be contiguous"), Error);
   // A layer's forward with its bias, [2048, 64]·[96, 64]ᵀ + b: the bias fills c, the kernel adds.
   const Tensor xin = randn({2048, 64}, gen), w = randn({96, 64}, gen), bias = randn({96}, gen);
   CHECK(testing::allclose(linear(xin, w, bias).to(DType::Float64),

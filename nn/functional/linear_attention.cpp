@@ -107,7 +107,8 @@ struct CausalSaved {
   auto tensors() { return std::tie(q, k, fq, fk, v1, p, o, r); }
 };
 
-Tensor chunkwise(const char* op, const std::vector<Tensor>& inputs, int64_t packed, const LinearAttentionOptions& opts) {
+Tensor chunkwise(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
+                 const LinearAttentionOptions& opts) {
   using detail::feature_map, detail::pad_tokens;
   const detail::Heads h = detail::heads_of(op, inputs, packed);
   const int64_t B = h[0].size(0), H = h[0].size(1), N = h[0].size(2), d = h[0].size(3), dv = h[2].size(3);
@@ -145,11 +146,12 @@ Tensor chunkwise(const char* op, const std::vector<Tensor>& inputs, int64_t pack
       });
 }
 
-// The causal kernels' chunk and the most chunks they take. Their cost has an M² term (sh_i = Σ_{j<i} W_ij S_j
-// and dW are products with the M×M mixing matrix, where the composition's prefix sums are O(M)),
-// so longer sequences keep the composition: at 256 chunks that term is still below the rest.
-// Measured on the char-GPT (64 tokens, head dim 32), one step, session 15: see README.
-constexpr int64_t kKernelChunk = 16, kKernelMaxChunks = 256;
+// The causal kernels' chunk and the most chunks they take. Their cost has an M² term, M(M−1)·d·dv
+// per pair (sh_i = Σ_{j<i} W_ij S_j and dW are products with the M×M mixing matrix, where the
+// composition's prefix sums are O(M)); against the rest, 4N·d·dv + 2N·C·(d + dv) (spec §4), it
+// stays smaller up to M = 4C = 64 chunks at any head width. Longer sequences keep the composition.
+// The char-GPT (64 tokens, 4 chunks): 38.8 → 35.5 ms per step (README, session 15).
+constexpr int64_t kKernelChunk = 16, kKernelMaxChunks = 4 * kKernelChunk;
 // The widest head, with V's ones column, that every backend's kernels take (CUDA: 128).
 constexpr int64_t kKernelMaxHeadDim = 128;
 
