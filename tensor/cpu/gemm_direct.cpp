@@ -36,7 +36,7 @@ bool has_direct_gemm() { return direct_gemm_isa() != DirectIsa::None; }
 // using masked loads and stores, A is blocked by MC rows and B packed in strips (session 15), also
 // the layers' products of the ViT and the char-GPT, 2 threads by rows, operands flushed from cache:
 // forward (B transposed) [4096, 64..128]·[64..192, 64..128]ᵀ 1.1-1.6x, [384, 128]·[128..512, 128]ᵀ
-// 1.0-1.13x; input gradients [4096, 64..192]·[64..192, 64..128] 0.91-1.47x, [384, 65..512]·
+// 1.0-1.13x (0.91-1.03x at N = 65); input gradients [4096, 64..192]·[64..192, 64..128] 0.91-1.47x, [384, 65..512]·
 // [65..512, 128..512] 1.0-1.22x; weight gradients split over K (cpu_matmul.cpp), each thread's
 // [4096, 64..192]ᵀ·[4096, 64..128] 1.1-1.26x against OpenBLAS's own threads. Not K over 256 (0.92-
 // 1.05x at K = 512), nor the char-GPT's weight gradients (K = 768: 0.85-0.9x).
