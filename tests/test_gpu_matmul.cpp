@@ -147,6 +147,19 @@ TEST_CASE("gpu gemm errors name the op") {
   const Tensor f = zeros({1, 2, 3}, Options(DType::Float32, kGpu));
   CHECK_THROWS_WITH_AS(be.gemm(f, f, zeros({1, 2, 3}, Options(DType::Float32, kGpu)), Tensor()),
                        doctest::Contains("[gemm] shapes"), Error);
+  // linear_weight_grad (the default: gemm, then reduce) refuses operands on two devices.
+  const Tensor g = zeros({4, 3}, Options(DType::Float32, kGpu)), x_cpu = zeros({4, 2});
+  CHECK_THROWS_WITH_AS(be.linear_weight_grad(g, x_cpu, zeros({3, 2}, Options(DType::Float32, kGpu)), Tensor()),
+                       doctest::Contains("[linear_weight_grad] operands on different devices"), Error);
+}
+
+TEST_CASE("gpu linear_weight_grad: dw and db match the CPU") {
+  Generator gen(9);
+  const Tensor g = randn({70, 5}, gen), x = randn({70, 3}, gen);
+  const Tensor dw = zeros({5, 3}, Options(DType::Float32, kGpu)), db = zeros({5}, Options(DType::Float32, kGpu));
+  backend(kGpu).linear_weight_grad(g.to(kGpu), x.to(kGpu), dw, db);
+  CHECK(testing::allclose(dw.to(Device::cpu()), matmul(g.t(), x), 1e-5, 1e-5));
+  CHECK(testing::allclose(db.to(Device::cpu()), sum(g, {0}), 1e-5, 1e-5));
 }
 
 // ---- indexing ----

@@ -79,6 +79,16 @@ TEST_CASE("gemm_direct: a kernel the CPU does not run is refused, not executed")
                        doctest::Contains("does not run"), Error);
 }
 
+TEST_CASE("gemm_direct: a's sums are refused unless a is read transposed") {
+  if (!cpu::has_direct_gemm()) return;  // no kernel to ask
+  float x = 1, y = 0;
+  double sums = 0;
+  const cpu::DirectIsa isa = cpu::direct_gemm_isa();
+  CHECK_THROWS_WITH_AS(cpu::gemm_direct(false, false, 1, 1, 1, &x, 1, &x, 1, &y, 1, false, isa, &sums),
+                       doctest::Contains("transposed"), Error);
+  CHECK(sums == 0);
+}
+
 TEST_CASE("gemm_direct: matmul takes it where it pays and gets the float64 product") {
   const bool avx512 = cpu::direct_gemm_isa() == cpu::DirectIsa::Avx512;
   CHECK_FALSE(cpu::direct_gemm_pays(false, false, 1024, 1024, 1024));  // OpenBLAS's: N > 256
