@@ -3,6 +3,7 @@
 // this; OpenBLAS runs it serially inside an OpenMP parallel region.
 #pragma once
 #include <cblas.h>
+#include <omp.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -17,6 +18,21 @@ void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, in
     cblas_sgemm(CblasRowMajor, TA, TB, M, N, K, 1.0f, a, lda, b, ldb, beta, c, ldc);
   else
     cblas_dgemm(CblasRowMajor, TA, TB, M, N, K, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+
+// body() on a team of threads when parallel, else on this thread without opening a region; body's
+// `omp for` loops bind to the team or run whole here. Callers of BLAS use this instead of
+// `omp parallel if (parallel)`: a region whose if is false is still a team of one, inside which
+// OpenBLAS's own parallel region runs as a nested team whose thread libgomp creates and joins on
+// every call (the char-GPT's weight gradients started 137 threads in 8 steps that way).
+template <class F>
+void parallel_if(bool parallel, F&& body) {
+  if (parallel) {
+#pragma omp parallel
+    body();
+  } else {
+    body();
+  }
 }
 
 }  // namespace linea::cpu

@@ -155,8 +155,7 @@ void flash_forward(const Problem& p, const Rows<const T>& Q, const Rows<const T>
     }
   const int64_t tiles = (p.N + kBr - 1) / kBr;
   const T scale = static_cast<T>(p.scale), neg_inf = -std::numeric_limits<T>::infinity();
-#pragma omp parallel if (p.parallel())
-  {
+  parallel_if(p.parallel(), [&] {
     std::vector<T> s_buf(kBr * kBc), m(kBr), l(kBr);
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < p.BH * tiles; ++task) {
@@ -198,7 +197,7 @@ void flash_forward(const Problem& p, const Rows<const T>& Q, const Rows<const T>
         L[r] = m[r] + std::log(l[r]);
       }
     }
-  }
+  });
 }
 
 // Gradients of the tiled forward, recomputing P tile by tile. Parallel over (batch·head, key
@@ -231,15 +230,14 @@ void flash_backward(const Problem& p, const Rows<const T>& Q, const Rows<const T
       }
       return;
     }
-  const int threads = p.parallel() ? omp_get_max_threads() : 1;
+  const int threads = p.parallel() ? omp_get_max_threads() : 1;  // parallel_if's team: the default size
   const bool shared_dq = tiles > 1;
   // dQ's rows: the output's own with one key tile, else each thread's contiguous [BH, N, d] part.
   std::vector<std::vector<T>> dq_parts(shared_dq ? threads : 0);
   auto zero_rows = [](const Rows<T>& x, int64_t bh, int64_t r0, int64_t rows, int64_t e) {
     for (int64_t r = 0; r < rows; ++r) std::fill(x.row(bh, r0 + r), x.row(bh, r0 + r) + e, T(0));
   };
-#pragma omp parallel num_threads(threads)
-  {
+  parallel_if(p.parallel(), [&] {
     std::vector<T>* part = shared_dq ? &dq_parts[omp_get_thread_num()] : nullptr;
     if (part) part->assign(p.BH * p.N * p.d, T(0));
     std::vector<T> p_buf(kBr * kBc), dp_buf(kBr * kBc);
@@ -278,7 +276,7 @@ void flash_backward(const Problem& p, const Rows<const T>& Q, const Rows<const T
           tile_gemm<T>(false, false, br, p.d, bc, dS, bc, K.row(bh, c0), K.ld, c0 > 0, DQ.row(bh, r0), DQ.ld);
       }
     }
-  }
+  });
   if (!shared_dq) return;
   for (int64_t i = 0; i < p.BH * p.N; ++i) {  // the parts summed in thread order: deterministic
     T* out = DQ.row(i / p.N, i % p.N);

@@ -171,11 +171,12 @@ void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out,
       gemm_split<T>(bf16, false, vb.trans, batch * M, N, K, pa, va.ld, pb, vb.ld, pc, N, pbias);
       return;
     }
-#pragma omp parallel for schedule(static) \
-    if (batch > 1 && M * N * K <= kSmallGemm && batch * M * N * K >= kMinParallelWork)
-    for (int64_t i = 0; i < batch; ++i)
-      gemm_split<T>(bf16, va.trans, vb.trans, M, N, K, pa + i * sa, va.ld, pb + i * sb, vb.ld, pc + i * M * N, N,
-                    pbias);
+    parallel_if(batch > 1 && M * N * K <= kSmallGemm && batch * M * N * K >= kMinParallelWork, [&] {
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < batch; ++i)
+        gemm_split<T>(bf16, va.trans, vb.trans, M, N, K, pa + i * sa, va.ld, pb + i * sb, vb.ld, pc + i * M * N, N,
+                      pbias);
+    });
   });
 }
 
