@@ -34,6 +34,16 @@ Tensor apply(UnaryOp k, const Tensor& x, double p0 = 0, double p1 = 0) {
   return out;
 }
 
+// An activation whose derivative costs about what the activation does (the same exp): when x needs
+// a gradient, y and f'(x) come out of one pass (Backend::activation_with_grad) and the backward is
+// g·f'(x), instead of evaluating f' again there. f'(x) is kept in place of x: the same memory.
+Tensor activation(std::string name, UnaryOp op, const Tensor& x) {
+  if (!autograd::needs_grad({x})) return apply(op, x);
+  Tensor y = empty(x.shape(), x.dtype(), x.device()), d = empty(x.shape(), x.dtype(), x.device());
+  backend(x.device()).activation_with_grad(op, x, y, d);
+  return record(std::move(name), y, {x}, [d](const Tensor& g) -> std::vector<Tensor> { return {g * d}; });
+}
+
 // A stride-0 view of x at `shape` for the kernels (they take operands already broadcast).
 Tensor expand_to(const Tensor& x, const Shape& shape) { return x.shape() == shape ? x : x.detach().expand(shape); }
 
@@ -130,18 +140,12 @@ Tensor relu(const Tensor& x) {
 
 Tensor gelu(const Tensor& x, GeluApprox approx) {
   check_floating("gelu", x);
-  const bool erf = approx == GeluApprox::Erf;
-  return record("gelu", apply(erf ? UnaryOp::GeluErf : UnaryOp::GeluTanh, x), {x},
-                [x = x.detach(), erf](const Tensor& g) -> std::vector<Tensor> {
-                  return {activation_backward(erf ? BinaryOp::GeluErfBackward : BinaryOp::GeluTanhBackward, g, x)};
-                });
+  return activation("gelu", approx == GeluApprox::Erf ? UnaryOp::GeluErf : UnaryOp::GeluTanh, x);
 }
 
 Tensor silu(const Tensor& x) {
   check_floating("silu", x);
-  return record("silu", apply(UnaryOp::Silu, x), {x}, [x = x.detach()](const Tensor& g) -> std::vector<Tensor> {
-    return {activation_backward(BinaryOp::SiluBackward, g, x)};
-  });
+  return activation("silu", UnaryOp::Silu, x);
 }
 
 Tensor softplus(const Tensor& x) {

@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
       }
   };
 
+  Tensor y2 = empty_like(h), d2 = empty_like(h);
   const std::vector<Row> rows = {
       {"= memcpy 16 MiB (1 thread)", 2 * mat, memcpy_copy},
       {"= omp copy 16 MiB", 2 * mat, omp_copy},
@@ -102,6 +103,9 @@ int main(int argc, char** argv) {
       {"add xw+b (row broadcast)", 2 * mat + vec, [&] { (void)(xw + b); }},
       {"gelu erf", 2 * mat, [&] { (void)gelu(h); }},
       {"gelu erf backward", 3 * mat, [&] { (void)activation_backward(BinaryOp::GeluErfBackward, x, h); }},
+      // What training runs since session 16: y and f'(x) in one pass, then the backward's product.
+      {"gelu erf + grad", 3 * mat, [&] { backend(Device::cpu()).activation_with_grad(UnaryOp::GeluErf, h, y2, d2); }},
+      {"gelu backward g*f'(x)", 3 * mat, [&] { (void)(x * d2); }},
       {"gelu tanh", 2 * mat, [&] { (void)gelu(h, GeluApprox::Tanh); }},
       {"relu", 2 * mat, [&] { (void)relu(h); }},
       {"chain gelu(x*w+b)", 6 * mat + 2 * vec, [&] { (void)gelu(x * w + b); }},

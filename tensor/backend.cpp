@@ -46,6 +46,13 @@ void Backend::linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor&
   if (db.defined()) reduce(ReduceOp::Sum, g, db, 1, rows, out);
 }
 
+void Backend::activation_with_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dydx) {
+  kernel_checks::activation_with_grad(op, x, y, dydx);
+  unary(op, x, y);
+  fill(dydx, 1.0);
+  binary(activation_backward_op(op), dydx, x, dydx);  // elementwise, so dydx may be read as it is written
+}
+
 void Backend::mhla_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const MHLAArgs&, const Tensor&,
                            const Tensor&, const Tensor&, const Tensor&) {
   throw Error("[mhla] this device has no fused MHLA kernels (has_fused_mhla() is false)");

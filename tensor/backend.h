@@ -37,6 +37,12 @@ class Backend {
   // out share one dtype.
   virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
   virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // y = f(x) and dydx = f'(x) for an activation op (has_activation_grad: GELU erf/tanh, SiLU), so
+  // that its backward is the product g·dydx: f' costs about what f does (the same exp), and here
+  // it comes from the evaluation of f instead of a second one in the backward. x any strides, y
+  // and dydx contiguous, all of x's shape and floating dtype. The default is unary, then the op's
+  // *Backward on a tensor of ones; the CPU evaluates both in one pass.
+  virtual void activation_with_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dydx);
 
   // ---- reductions ----
   // x is contiguous and read as [outer, n, inner]; out is [outer, inner] (ArgMax writes int64).

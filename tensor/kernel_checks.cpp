@@ -152,6 +152,20 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
               out.dtype());
 }
 
+void activation_with_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dydx) {
+  LINEA_CHECK(has_activation_grad(op), "[activation_with_grad] {} has no derivative kernel (gelu and silu do)",
+              op_name(op));
+  LINEA_CHECK(is_floating(x.dtype()), "[{}] expected a floating dtype (float32 or float64), got {}", op_name(op),
+              x.dtype());
+  for (const Tensor* t : {&y, &dydx}) {
+    LINEA_CHECK(t->is_contiguous() && t->shape() == x.shape() && t->dtype() == x.dtype(),
+                "[{}] y and dydx must be contiguous {} tensors shaped like x {}, got {} {}{}", op_name(op), x.dtype(),
+                shape_str(x.shape()), t->dtype(), shape_str(t->shape()), t->is_contiguous() ? "" : " (strided)");
+    LINEA_CHECK(t->device() == x.device(), "[{}] x is on {} but y or dydx is on {}", op_name(op), x.device(),
+                t->device());
+  }
+}
+
 void unary_unsupported(UnaryOp op, DType t) {
   LINEA_CHECK(t != DType::Bool, "[{}] not defined for bool tensors", op_name(op));
   throw Error(fmt::format("[{}] expected a floating dtype (float32 or float64), got {}", op_name(op), t));

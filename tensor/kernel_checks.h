@@ -111,6 +111,10 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
 
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
 
+// Backend::activation_with_grad: an op with a derivative pass, x floating, y and dydx contiguous
+// and like x (shape, dtype, device).
+void activation_with_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dydx);
+
 // The errors for a dtype an op has no kernel for: most unary ops are floating-only, and bool has
 // no arithmetic.
 [[noreturn]] void unary_unsupported(UnaryOp op, DType t);

@@ -69,14 +69,17 @@ LINEA_HD T gelu_tanh_sigmoid(T v) {
   return sigmoid<M>(T(2) * T(kSqrt2OverPi) * (v + T(kGeluC) * v * v * v));
 }
 
-// d/dx x s(2u) = s + 2 x s (1 - s) u'
-template <class M, class T>
-LINEA_HD T gelu_tanh_grad(T v) {
+// d/dx x s(2u) = s + 2 x s (1 - s) u', given s = gelu_tanh_sigmoid(x)
+template <class T>
+LINEA_HD T gelu_tanh_grad_from(T v, T s) {
   const T k = T(kSqrt2OverPi), c = T(kGeluC);
-  const T s = gelu_tanh_sigmoid<M>(v);
   const T ds = s * (T(1) - s);
   // Once the sigmoid has saturated, ds is 0 and the second term must be too (x^2 may be inf).
   return s + (ds == T(0) ? T(0) : T(2) * v * ds * k * (T(1) + T(3) * c * v * v));
+}
+template <class M, class T>
+LINEA_HD T gelu_tanh_grad(T v) {
+  return gelu_tanh_grad_from(v, gelu_tanh_sigmoid<M>(v));
 }
 
 // The standard normal's Phi(x), given e = exp(-x^2/2), which GELU's derivative needs anyway for
@@ -95,10 +98,36 @@ LINEA_HD T gelu_erf_grad(T v) {
   return normal_cdf<M>(v, e) + v * T(kInvSqrt2Pi) * e;
 }
 
+template <class T>
+LINEA_HD T silu_grad_from(T v, T s) {  // s = sigmoid(x)
+  return s * (T(1) + v * (T(1) - s));
+}
 template <class M, class T>
 LINEA_HD T silu_grad(T v) {
+  return silu_grad_from(v, sigmoid<M>(v));
+}
+
+// An activation and its derivative from one evaluation (Backend::activation_with_grad): f(x) is
+// returned and f'(x) written to d, sharing the exp that both need. The expressions are the unary
+// op's and its *Backward's above, so the values are theirs.
+template <class M, class T>
+LINEA_HD T gelu_erf_with_grad(T v, T& d) {
+  const T e = M::exp(T(-0.5) * v * v);
+  const T cdf = normal_cdf<M>(v, e);
+  d = cdf + v * T(kInvSqrt2Pi) * e;
+  return v * cdf;
+}
+template <class M, class T>
+LINEA_HD T gelu_tanh_with_grad(T v, T& d) {
+  const T s = gelu_tanh_sigmoid<M>(v);
+  d = gelu_tanh_grad_from(v, s);
+  return v * s;
+}
+template <class M, class T>
+LINEA_HD T silu_with_grad(T v, T& d) {
   const T s = sigmoid<M>(v);
-  return s * (T(1) + v * (T(1) - s));
+  d = silu_grad_from(v, s);
+  return v * s;
 }
 
 }  // namespace op_math
@@ -214,6 +243,17 @@ decltype(auto) visit(BinaryOp op, F&& f) {
   switch (op) { LINEA_BINARY_OPS(LINEA_BINARY_CASE) }
 #undef LINEA_BINARY_CASE
   return f.template operator()<Binary<BinaryOp::Add>>();  // not reached
+}
+
+// The activations Backend::activation_with_grad evaluates with their derivative, and the
+// backward op each has in the binary table (its default implementation's second pass).
+inline bool has_activation_grad(UnaryOp op) {
+  return op == UnaryOp::GeluErf || op == UnaryOp::GeluTanh || op == UnaryOp::Silu;
+}
+inline BinaryOp activation_backward_op(UnaryOp op) {
+  return op == UnaryOp::GeluErf    ? BinaryOp::GeluErfBackward
+         : op == UnaryOp::GeluTanh ? BinaryOp::GeluTanhBackward
+                                   : BinaryOp::SiluBackward;
 }
 
 // The name errors carry and the domain, looked up in the tables.

@@ -98,6 +98,10 @@ class ProfilingBackend final : public Backend {
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override {
     timed(binary_name(op), 0, touched({&a, &b, &out}), [&] { in_.binary(op, a, b, out); });
   }
+  void activation_with_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dydx) override {
+    timed(std::string(unary_name(op)) + " + grad", 0, touched({&x, &y, &dydx}),
+          [&] { in_.activation_with_grad(op, x, y, dydx); });
+  }
   void where(const Tensor& c, const Tensor& a, const Tensor& b, const Tensor& out) override {
     timed("where", 0, touched({&c, &a, &b, &out}), [&] { in_.where(c, a, b, out); });
   }

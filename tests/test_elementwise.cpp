@@ -165,6 +165,71 @@ TEST_CASE("gelu (erf) and its derivative in float32 match float64 to relative 1e
   CHECK(tail > 300);  // the comparison reached the far tail, where values are below 1e-8
 }
 
+// Training evaluates an activation and its derivative in one pass (Backend::activation_with_grad),
+// the backward then multiplying by the saved derivative. Its values must be those of the unary op
+// and of the op's *Backward, on every layout, at the extremes and at NaN; the CPU's one-pass kernel
+// and the backends' default (unary, then the backward op on ones) must agree.
+TEST_CASE("activation_with_grad: the unary op and its backward op's values in one pass") {
+  Backend& cpu = backend(Device::cpu());
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (DType dt : {float32, float64}) {
+    std::vector<Tensor> xs = layouts(-7, 7, dt);
+    xs.push_back(from_vector<double>({-1e20, -1000, -40, -13, -0.0, 0, 1e-30, 3, 40, 1e20, inf, -inf, nan}).to(dt));
+    for (UnaryOp op : {UnaryOp::GeluErf, UnaryOp::GeluTanh, UnaryOp::Silu}) {
+      for (const Tensor& x : xs) {
+        CAPTURE(std::string(op_name(op)));
+        CAPTURE(dtype_name(dt));
+        CAPTURE(shape_str(x.shape()));
+        Tensor y = empty(x.shape(), dt), d = empty(x.shape(), dt), y0 = empty(x.shape(), dt),
+               d0 = empty(x.shape(), dt), yd = empty(x.shape(), dt), dd = empty(x.shape(), dt);
+        cpu.activation_with_grad(op, x, y, d);
+        cpu.unary(op, x, y0);
+        cpu.binary(activation_backward_op(op), ones(x.shape(), dt), x, d0);
+        cpu.Backend::activation_with_grad(op, x, yd, dd);  // the default, as a GPU without its own runs it
+        // The same expressions (ops.h) on the same inputs: equal to 4 ulp (the compiler may fuse a
+        // multiply-add in one loop and not the other), infinities and NaN included.
+        const double ulp = dt == float32 ? 0x1p-23 : 0x1p-52;
+        const auto same = [ulp](const Tensor& a, const Tensor& b) {
+          const std::vector<double> va = a.to_vector(), vb = b.to_vector();
+          for (size_t i = 0; i < va.size(); ++i)
+            if (!(va[i] == vb[i] || (std::isnan(va[i]) && std::isnan(vb[i])) ||
+                  std::abs(va[i] - vb[i]) <= 4 * ulp * std::abs(vb[i])))
+              return false;
+          return true;
+        };
+        CHECK(same(y, y0));
+        CHECK(same(d, d0));
+        CHECK(same(yd, y0));
+        CHECK(same(dd, d0));
+      }
+    }
+  }
+  // gelu's and silu's backward is g·f'(x): the gradient of a weighted sum is the weights times f'.
+  const Tensor x = uniform({4, 9}, -5, 5, float32, 7).requires_grad_(), w = uniform({4, 9}, -1, 1, float32, 8);
+  sum(gelu(x) * w).backward();
+  CHECK(allclose(x.grad(), activation_backward(BinaryOp::GeluErfBackward, w, x.detach()), 0, 0));
+}
+
+TEST_CASE("activation_with_grad refuses ops without a derivative kernel and mismatched outputs") {
+  Backend& cpu = backend(Device::cpu());
+  const Tensor x = zeros({3, 4}), y = empty({3, 4}), d = empty({3, 4});
+  CHECK_THROWS_WITH_AS(cpu.activation_with_grad(UnaryOp::Exp, x, y, d), doctest::Contains("[activation_with_grad] exp"),
+                       Error);
+  CHECK_THROWS_WITH_AS(cpu.activation_with_grad(UnaryOp::GeluErf, x, empty({4, 3}), d),
+                       doctest::Contains("[gelu] y and dydx must be contiguous float32 tensors shaped like x (3, 4)"),
+                       Error);
+  CHECK_THROWS_WITH_AS(cpu.activation_with_grad(UnaryOp::GeluErf, x, y, empty({4, 3}).t()),
+                       doctest::Contains("(strided)"), Error);
+  CHECK_THROWS_WITH_AS(cpu.activation_with_grad(UnaryOp::Silu, x, y, empty({3, 4}, float64)),
+                       doctest::Contains("[silu] y and dydx must be contiguous float32"), Error);
+  const Tensor xi = zeros({3, 4}, DType::Int64);
+  CHECK_THROWS_WITH_AS(cpu.activation_with_grad(UnaryOp::GeluErf, xi, y, d),
+                       doctest::Contains("[gelu] expected a floating dtype"), Error);
+  // The default runs the same checks before any kernel.
+  CHECK_THROWS_WITH_AS(cpu.Backend::activation_with_grad(UnaryOp::Relu, x, y, d),
+                       doctest::Contains("[activation_with_grad] relu"), Error);
+}
+
 // ---------------------------------------------------------------------------------------------
 // binary
 

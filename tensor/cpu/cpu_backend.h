@@ -17,6 +17,7 @@ class CpuBackend final : public Backend {
   void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) override;
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void activation_with_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dydx) override;
 
   void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) override;
   void softmax(const Tensor& x, const Tensor& out, bool log) override;

@@ -39,6 +39,24 @@ void map1(const Tensor& x, const Tensor& out, F f) {
   });
 }
 
+// y[i] = f(x[i], d[i]): two contiguous outputs, the function returning one and writing the other.
+template <class T, class F>
+void map1_2(const Tensor& x, const Tensor& y, const Tensor& d, F f) {
+  const T* px = x.data<T>();
+  T* py = y.data<T>();
+  T* pd = d.data<T>();
+  for_each_run<3>(y.shape(), {&y.strides(), &d.strides(), &x.strides()}, [&](const Off3& off, int64_t n, const Off3& st) {
+    T* yo = py + off[0];
+    T* dd = pd + off[1];
+    const T* a = px + off[2];
+    if (st[2] == 1) {
+      for (int64_t i = 0; i < n; ++i) yo[i] = f(a[i], dd[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) yo[i] = f(a[i * st[2]], dd[i]);
+    }
+  });
+}
+
 // out[i] = f(a[i], b[i]).
 template <class O, class T, class F>
 void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
@@ -127,6 +145,20 @@ void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0
 void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   kernel_checks::binary(op, a, b, out);
   dispatch(a.dtype(), [&]<class T>() { binary_typed<T>(op, a, b, out); });
+}
+
+void CpuBackend::activation_with_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dydx) {
+  kernel_checks::activation_with_grad(op, x, y, dydx);
+  dispatch_floating(x.dtype(), "activation_with_grad", [&]<class T>() {
+    switch (op) {
+      case UnaryOp::GeluErf:
+        return map1_2<T>(x, y, dydx, [](T v, T& d) { return op_math::gelu_erf_with_grad<CpuMath>(v, d); });
+      case UnaryOp::GeluTanh:
+        return map1_2<T>(x, y, dydx, [](T v, T& d) { return op_math::gelu_tanh_with_grad<CpuMath>(v, d); });
+      default:  // Silu: kernel_checks admits no other op
+        return map1_2<T>(x, y, dydx, [](T v, T& d) { return op_math::silu_with_grad<CpuMath>(v, d); });
+    }
+  });
 }
 
 void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
