@@ -52,10 +52,24 @@ Dims check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, co
   return g;
 }
 
-// One row of e values between non-overlapping places (restrict: no aliasing check per row).
+// One row of e values between non-overlapping places (restrict: no aliasing check per row). The
+// head widths the models use have a loop of fixed length, which GCC compiles to a few vector
+// moves; a loop of runtime length it turns into a call to memmove, per 64-byte row: 26% of an
+// MHLA layer's forward and backward at 16 dims (a scratch driver, session 16: 19% fewer samples
+// in all with the fixed copy).
+template <int E, class T>
+void copy_fixed(const T* __restrict src, T* __restrict dst) {
+  for (int c = 0; c < E; ++c) dst[c] = src[c];
+}
 template <class T>
 void copy_row(const T* __restrict src, T* __restrict dst, int64_t e) {
-  for (int64_t c = 0; c < e; ++c) dst[c] = src[c];
+  switch (e) {
+    case 16: return copy_fixed<16>(src, dst);
+    case 32: return copy_fixed<32>(src, dst);
+    case 64: return copy_fixed<64>(src, dst);
+    default:
+      for (int64_t c = 0; c < e; ++c) dst[c] = src[c];
+  }
 }
 
 // Pairs bh0 .. bh0+n-1 as packed [N, e] blocks one after another: in place when x is contiguous,
