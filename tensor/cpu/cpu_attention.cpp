@@ -73,13 +73,36 @@ Problem problem(const Tensor& q, const Tensor& v, double scale, bool causal) {
 // Whether problem p takes the transposed single-tile form.
 bool transposed_tile(const Problem& p) { return p.N <= kBc && has_direct_gemm(); }
 
+// Causal tiles skip the fully masked block of the transposed scores: with h = N/2 rounded down to
+// a multiple of 8, key rows c >= h meet only query rows r >= h (r >= c), and query rows r < h only
+// key rows c < h, so every product below drops a quarter of its work (0 below N = 16: no split).
+// Entries st[c][r] with c >= h > r are left unwritten; the softmax loops zero every r < c.
+int64_t causal_split(const Problem& p) { return p.causal && p.N >= 16 ? p.N / 2 / 8 * 8 : 0; }
+
+// st[c][r] = a_c · b_r (e values each) for the pairs the mask keeps (c, r < N, rows of st N apart).
+void scores_t(int64_t N, int64_t h, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t e, float* st) {
+  gemm_direct(false, true, h ? h : N, N, e, a, lda, b, ldb, st, N);
+  if (h) gemm_direct(false, true, N - h, N - h, e, a + h * lda, lda, b + h * ldb, ldb, st + h * N + h, N);
+}
+// out[c] = Σ_r st[c][r] x_r (dV, dK: key rows), over the r the mask keeps.
+void key_rows(int64_t N, int64_t h, const float* st, const float* x, int64_t ldx, int64_t e, float* out, int64_t ldo) {
+  gemm_direct(false, false, h ? h : N, e, N, st, N, x, ldx, out, ldo);
+  if (h) gemm_direct(false, false, N - h, e, N - h, st + h * N + h, N, x + h * ldx, ldx, out + h * ldo, ldo);
+}
+// out[r] = Σ_c st[c][r] x_c (o = PV, dQ: query rows), over the c the mask keeps.
+void query_rows(int64_t N, int64_t h, const float* st, const float* x, int64_t ldx, int64_t e, float* out,
+                int64_t ldo) {
+  gemm_direct(true, false, h ? h : N, e, h ? h : N, st, N, x, ldx, out, ldo);
+  if (h) gemm_direct(true, false, N - h, e, N, st + h, N, x, ldx, out + h * ldo, ldo);
+}
+
 // o = softmax(s·QKᵀ)V and L for one (batch·head) pair; st is scratch for N·N floats, m and l for N.
 void tile_forward(const Problem& p, const Rows<const float>& Q, const Rows<const float>& K,
                   const Rows<const float>& V, const Rows<float>& O, int64_t bh, float* L, float* st, float* m,
                   float* l) {
-  const int64_t N = p.N;
+  const int64_t N = p.N, h = causal_split(p);
   const float scale = static_cast<float>(p.scale);
-  gemm_direct(false, true, N, N, p.d, K.pair(bh), K.ld, Q.pair(bh), Q.ld, st, N);  // st[c][r] = k_c · q_r
+  scores_t(N, h, K.pair(bh), K.ld, Q.pair(bh), Q.ld, p.d, st);  // st[c][r] = k_c · q_r
   // Key c is masked for the query rows r < c when causal; row 0 of st is never masked, so m is finite.
   std::fill(m, m + N, -std::numeric_limits<float>::infinity());
   for (int64_t c = 0; c < N; ++c) {
@@ -103,7 +126,7 @@ void tile_forward(const Problem& p, const Rows<const float>& Q, const Rows<const
     }
   }
   float* o = O.pair(bh);
-  gemm_direct(true, false, N, p.dv, N, st, N, V.pair(bh), V.ld, o, O.ld);  // o_r = Σ_c P[r][c] v_c, P = stᵀ
+  query_rows(N, h, st, V.pair(bh), V.ld, p.dv, o, O.ld);  // o_r = Σ_c P[r][c] v_c, P = stᵀ
   for (int64_t r = 0; r < N; ++r) {
     for (int64_t e = 0; e < p.dv; ++e) o[r * O.ld + e] /= l[r];
     L[r] = m[r] + std::log(l[r]);
@@ -116,11 +139,11 @@ void tile_backward(const Problem& p, const Rows<const float>& Q, const Rows<cons
                    const Rows<const float>& V, const Rows<const float>& G, const Rows<float>& DQ,
                    const Rows<float>& DK, const Rows<float>& DV, int64_t bh, const float* L, const float* D,
                    float* pt, float* dst) {
-  const int64_t N = p.N;
+  const int64_t N = p.N, h = causal_split(p);
   const float scale = static_cast<float>(p.scale);
   const float *q = Q.pair(bh), *k = K.pair(bh), *dout = G.pair(bh);
-  gemm_direct(false, true, N, N, p.d, k, K.ld, q, Q.ld, pt, N);                 // pt[c][r] = k_c · q_r
-  gemm_direct(false, true, N, N, p.dv, V.pair(bh), V.ld, dout, G.ld, dst, N);  // dPᵀ[c][r] = v_c · dO_r
+  scores_t(N, h, k, K.ld, q, Q.ld, p.d, pt);                  // pt[c][r] = k_c · q_r
+  scores_t(N, h, V.pair(bh), V.ld, dout, G.ld, p.dv, dst);  // dPᵀ[c][r] = v_c · dO_r
   for (int64_t c = 0; c < N; ++c) {
     float *pc = pt + c * N, *dc = dst + c * N;
     const int64_t r0 = p.causal ? c : 0;
@@ -132,9 +155,9 @@ void tile_backward(const Problem& p, const Rows<const float>& Q, const Rows<cons
       dc[r] = scale * pc[r] * (dc[r] - D[r]);  // s·dSᵀ: the scale of S = s·QKᵀ folded in
     }
   }
-  gemm_direct(false, false, N, p.dv, N, pt, N, dout, G.ld, DV.pair(bh), DV.ld);  // dV = Pᵀ dO
-  gemm_direct(false, false, N, p.d, N, dst, N, q, Q.ld, DK.pair(bh), DK.ld);     // dK = s·dSᵀ Q
-  gemm_direct(true, false, N, p.d, N, dst, N, k, K.ld, DQ.pair(bh), DQ.ld);      // dQ = s·dS K
+  key_rows(N, h, pt, dout, G.ld, p.dv, DV.pair(bh), DV.ld);  // dV = Pᵀ dO
+  key_rows(N, h, dst, q, Q.ld, p.d, DK.pair(bh), DK.ld);     // dK = s·dSᵀ Q
+  query_rows(N, h, dst, k, K.ld, p.d, DQ.pair(bh), DQ.ld);   // dQ = s·dS K
 }
 
 // ---- the tiled form (any N, float64, or a CPU without the direct kernel)
