@@ -133,15 +133,28 @@ void tile_forward(const Problem& p, const Rows<const float>& Q, const Rows<const
   }
 }
 
-// The gradients of one (batch·head) pair, recomputing P from L; D = rowsum(dO∘O). pt and dst are
-// scratch for N·N floats each.
+// D[r] = rowsum(dO ∘ O) for rows r0 .. r0+n-1 of pair bh: the softmax Jacobian's correction term.
+template <class T>
+void row_dots(const Rows<const T>& O, const Rows<const T>& G, int64_t bh, int64_t r0, int64_t n, int64_t dv, T* D) {
+  for (int64_t r = 0; r < n; ++r) {
+    const T *po = O.row(bh, r0 + r), *pg = G.row(bh, r0 + r);
+    T acc = 0;
+    for (int64_t e = 0; e < dv; ++e) acc += po[e] * pg[e];
+    D[r] = acc;
+  }
+}
+
+// The gradients of one (batch·head) pair, recomputing P from L. D (N floats) is scratch for its
+// row dots, taken here so that dO's rows are read while the pair's products use them; pt and dst
+// are scratch for N·N floats each.
 void tile_backward(const Problem& p, const Rows<const float>& Q, const Rows<const float>& K,
-                   const Rows<const float>& V, const Rows<const float>& G, const Rows<float>& DQ,
-                   const Rows<float>& DK, const Rows<float>& DV, int64_t bh, const float* L, const float* D,
-                   float* pt, float* dst) {
+                   const Rows<const float>& V, const Rows<const float>& O, const Rows<const float>& G,
+                   const Rows<float>& DQ, const Rows<float>& DK, const Rows<float>& DV, int64_t bh, const float* L,
+                   float* D, float* pt, float* dst) {
   const int64_t N = p.N, h = causal_split(p);
   const float scale = static_cast<float>(p.scale);
   const float *q = Q.pair(bh), *k = K.pair(bh), *dout = G.pair(bh);
+  row_dots(O, G, bh, 0, N, p.dv, D);
   scores_t(N, h, k, K.ld, q, Q.ld, p.d, pt);                  // pt[c][r] = k_c · q_r
   scores_t(N, h, V.pair(bh), V.ld, dout, G.ld, p.dv, dst);  // dPᵀ[c][r] = v_c · dO_r
   for (int64_t c = 0; c < N; ++c) {
@@ -233,26 +246,21 @@ void flash_backward(const Problem& p, const Rows<const T>& Q, const Rows<const T
                     const Rows<T>& DK, const Rows<T>& DV) {
   const int64_t tiles = (p.N + kBc - 1) / kBc;
   const T scale = static_cast<T>(p.scale);
-  // D = rowsum(dO ∘ O): the softmax Jacobian's correction term, one number per query row.
-  std::vector<T> D(p.BH * p.N);
-#pragma omp parallel for schedule(static) if (p.parallel())
-  for (int64_t i = 0; i < p.BH * p.N; ++i) {
-    const T *po = O.row(i / p.N, i % p.N), *pg = G.row(i / p.N, i % p.N);
-    T acc = 0;
-    for (int64_t e = 0; e < p.dv; ++e) acc += po[e] * pg[e];
-    D[i] = acc;
-  }
   if constexpr (std::is_same_v<T, float>)
     if (transposed_tile(p)) {
 #pragma omp parallel if (p.parallel())
       {
-        std::vector<float> pt(p.N * p.N), dst(p.N * p.N);
+        std::vector<float> pt(p.N * p.N), dst(p.N * p.N), D(p.N);
 #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < p.BH; ++bh)
-          tile_backward(p, Q, K, V, G, DQ, DK, DV, bh, lse + bh * p.N, D.data() + bh * p.N, pt.data(), dst.data());
+          tile_backward(p, Q, K, V, O, G, DQ, DK, DV, bh, lse + bh * p.N, D.data(), pt.data(), dst.data());
       }
       return;
     }
+  // D for every query row first: the key-tile tasks below each read all of a pair's rows.
+  std::vector<T> D(p.BH * p.N);
+#pragma omp parallel for schedule(static) if (p.parallel())
+  for (int64_t bh = 0; bh < p.BH; ++bh) row_dots(O, G, bh, 0, p.N, p.dv, D.data() + bh * p.N);
   const int threads = p.parallel() ? omp_get_max_threads() : 1;  // parallel_if's team: the default size
   const bool shared_dq = tiles > 1;
   // dQ's rows: the output's own with one key tile, else each thread's contiguous [BH, N, d] part.
