@@ -91,11 +91,15 @@ LINEA_HD T normal_cdf(T v, T e) {
   return v < T(0) ? tail : T(1) - tail;
 }
 
-// d/dx x Phi(x) = Phi(x) + x phi(x)
+// d/dx x Phi(x) = Phi(x) + x phi(x), given e = exp(-x^2/2) and cdf = Phi(x)
+template <class T>
+LINEA_HD T gelu_erf_grad_from(T v, T e, T cdf) {
+  return cdf + v * T(kInvSqrt2Pi) * e;
+}
 template <class M, class T>
 LINEA_HD T gelu_erf_grad(T v) {
   const T e = M::exp(T(-0.5) * v * v);
-  return normal_cdf<M>(v, e) + v * T(kInvSqrt2Pi) * e;
+  return gelu_erf_grad_from(v, e, normal_cdf<M>(v, e));
 }
 
 template <class T>
@@ -114,7 +118,7 @@ template <class M, class T>
 LINEA_HD T gelu_erf_with_grad(T v, T& d) {
   const T e = M::exp(T(-0.5) * v * v);
   const T cdf = normal_cdf<M>(v, e);
-  d = cdf + v * T(kInvSqrt2Pi) * e;
+  d = gelu_erf_grad_from(v, e, cdf);
   return v * cdf;
 }
 template <class M, class T>

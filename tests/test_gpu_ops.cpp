@@ -88,6 +88,24 @@ TEST_CASE("mixed-device operands: the error names the op and both devices") {
     return nn::functional::softmax_attention(q, k, k);
   });
   expect("cross_entropy", [&] { return nn::cross_entropy(g, from_vector<int64_t>({0, 1, 2}, {3})); });
+  expect("gelu", [&] {  // the kernel GELU's training forward runs (Backend::activation_with_grad)
+    backend(Device::cuda()).activation_with_grad(UnaryOp::GeluErf, g, empty({3, 4}), empty({3, 4}));
+    return g;
+  });
+}
+
+TEST_CASE("activation_with_grad on the GPU (the backends' default) gives the CPU's values") {
+  Generator gen(9);
+  const Tensor x = randn({33, 17}, gen, DType::Float64) * 4.0;
+  for (UnaryOp op : {UnaryOp::GeluErf, UnaryOp::GeluTanh, UnaryOp::Silu}) {
+    CAPTURE(std::string(op_name(op)));
+    Tensor y = empty({33, 17}, DType::Float64), d = empty({33, 17}, DType::Float64);
+    Tensor yg = empty({33, 17}, DType::Float64, Device::cuda()), dg = empty({33, 17}, DType::Float64, Device::cuda());
+    backend(Device::cpu()).activation_with_grad(op, x, y, d);
+    backend(Device::cuda()).activation_with_grad(op, x.to(Device::cuda()).t().contiguous().t(), yg, dg);
+    CHECK(allclose(yg.to(Device::cpu()), y, 1e-13, 1e-13));
+    CHECK(allclose(dg.to(Device::cpu()), d, 1e-13, 1e-13));
+  }
 }
 
 TEST_CASE("backward keeps gradients on the tensor's device, across a device boundary too") {
