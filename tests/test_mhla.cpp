@@ -90,27 +90,35 @@ TEST_CASE("mhla: non-contiguous inputs (q, k, v as transposed views of [B, N, H,
 
 // The fused kernels read the heads where the projection put them and write the output and the
 // input gradients in that layout, so merging the heads ([B, H, N, dv] -> [B, N, H·dv]) is a view.
+// Head widths of 16, 32 and 64 take the gathers' fixed-length row copies (cpu_mhla.cpp), 3 and 5
+// the general loop; causal or not.
 TEST_CASE("mhla: heads of a [B, N, H, e] projection: fused == composite, output and gradients token-major") {
-  const Case c{2, 3, 10, 4, 3, 5};
-  Generator gen(37);
-  const Inputs in{randn64({c.B, c.N, c.H, c.d}, 34).transpose(1, 2), randn64({c.B, c.N, c.H, c.d}, 35).transpose(1, 2),
-                  randn64({c.B, c.N, c.H, c.dv}, 36).transpose(1, 2), (rand({3, 3}, gen, float64) + 0.1)};
-  const MHLAOptions o = options(c, FeatureMap::ReluEps);
-  const Tensor out = mhla(in.q, in.k, in.v, in.mix, o);
-  CHECK(allclose(out, mhla_composite(in.q, in.k, in.v, in.mix, o), 1e-12, 1e-12));
-  CHECK(out.transpose(1, 2).is_contiguous());  // the head merge is a view
-  // Gradients of strided inputs, fed a gradient in the merged layout (as the projection sends it).
-  std::vector<Tensor> leaves;
-  for (const Tensor& t : {in.q, in.k, in.v, in.mix}) leaves.push_back(t.detach().requires_grad_());
-  const Tensor g_out = randn64({c.B, c.N, c.H, c.dv}, 38, false).transpose(1, 2);
-  mhla(leaves[0], leaves[1], leaves[2], leaves[3], o).backward(g_out);
-  std::vector<Tensor> comp_leaves;
-  for (const Tensor& t : {in.q, in.k, in.v, in.mix}) comp_leaves.push_back(t.detach().requires_grad_());
-  mhla_composite(comp_leaves[0], comp_leaves[1], comp_leaves[2], comp_leaves[3], o).backward(g_out);
-  for (size_t i = 0; i < 4; ++i) {
-    CAPTURE(i);
-    CHECK(allclose(leaves[i].grad(), comp_leaves[i].grad(), 1e-10, 1e-10));
-  }
+  for (const Case& c : {Case{2, 3, 10, 4, 3, 5}, Case{1, 2, 10, 4, 16, 32}, Case{1, 2, 10, 4, 64, 16}})
+    for (bool causal : {false, true}) {
+      CAPTURE(c.d);
+      CAPTURE(c.dv);
+      CAPTURE(causal);
+      Generator gen(37);
+      const Inputs in{randn64({c.B, c.N, c.H, c.d}, 34).transpose(1, 2), randn64({c.B, c.N, c.H, c.d}, 35).transpose(1, 2),
+                      randn64({c.B, c.N, c.H, c.dv}, 36).transpose(1, 2), (rand({3, 3}, gen, float64) + 0.1)};
+      MHLAOptions o = options(c, FeatureMap::ReluEps);
+      o.causal = causal;
+      const Tensor out = mhla(in.q, in.k, in.v, in.mix, o);
+      CHECK(allclose(out, mhla_composite(in.q, in.k, in.v, in.mix, o), 1e-12, 1e-12));
+      CHECK(out.transpose(1, 2).is_contiguous());  // the head merge is a view
+      // Gradients of strided inputs, fed a gradient in the merged layout (as the projection sends it).
+      std::vector<Tensor> leaves;
+      for (const Tensor& t : {in.q, in.k, in.v, in.mix}) leaves.push_back(t.detach().requires_grad_());
+      const Tensor g_out = randn64({c.B, c.N, c.H, c.dv}, 38, false).transpose(1, 2);
+      mhla(leaves[0], leaves[1], leaves[2], leaves[3], o).backward(g_out);
+      std::vector<Tensor> comp_leaves;
+      for (const Tensor& t : {in.q, in.k, in.v, in.mix}) comp_leaves.push_back(t.detach().requires_grad_());
+      mhla_composite(comp_leaves[0], comp_leaves[1], comp_leaves[2], comp_leaves[3], o).backward(g_out);
+      for (size_t i = 0; i < 4; ++i) {
+        CAPTURE(i);
+        CHECK(allclose(leaves[i].grad(), comp_leaves[i].grad(), 1e-10, 1e-10));
+      }
+    }
 }
 
 TEST_CASE("mhla_qkv: a packed [B, N, 3·H·d] projection == mhla on its thirds, gradient in one buffer") {

@@ -133,11 +133,11 @@ void tile_forward(const Problem& p, const Rows<const float>& Q, const Rows<const
   }
 }
 
-// D[r] = rowsum(dO ∘ O) for rows r0 .. r0+n-1 of pair bh: the softmax Jacobian's correction term.
+// D[r] = rowsum(dO ∘ O) for the N rows of pair bh: the softmax Jacobian's correction term.
 template <class T>
-void row_dots(const Rows<const T>& O, const Rows<const T>& G, int64_t bh, int64_t r0, int64_t n, int64_t dv, T* D) {
-  for (int64_t r = 0; r < n; ++r) {
-    const T *po = O.row(bh, r0 + r), *pg = G.row(bh, r0 + r);
+void row_dots(const Rows<const T>& O, const Rows<const T>& G, int64_t bh, int64_t N, int64_t dv, T* D) {
+  for (int64_t r = 0; r < N; ++r) {
+    const T *po = O.row(bh, r), *pg = G.row(bh, r);
     T acc = 0;
     for (int64_t e = 0; e < dv; ++e) acc += po[e] * pg[e];
     D[r] = acc;
@@ -154,7 +154,7 @@ void tile_backward(const Problem& p, const Rows<const float>& Q, const Rows<cons
   const int64_t N = p.N, h = causal_split(p);
   const float scale = static_cast<float>(p.scale);
   const float *q = Q.pair(bh), *k = K.pair(bh), *dout = G.pair(bh);
-  row_dots(O, G, bh, 0, N, p.dv, D);
+  row_dots(O, G, bh, N, p.dv, D);
   scores_t(N, h, k, K.ld, q, Q.ld, p.d, pt);                  // pt[c][r] = k_c · q_r
   scores_t(N, h, V.pair(bh), V.ld, dout, G.ld, p.dv, dst);  // dPᵀ[c][r] = v_c · dO_r
   for (int64_t c = 0; c < N; ++c) {
@@ -260,7 +260,7 @@ void flash_backward(const Problem& p, const Rows<const T>& Q, const Rows<const T
   // D for every query row first: the key-tile tasks below each read all of a pair's rows.
   std::vector<T> D(p.BH * p.N);
 #pragma omp parallel for schedule(static) if (p.parallel())
-  for (int64_t bh = 0; bh < p.BH; ++bh) row_dots(O, G, bh, 0, p.N, p.dv, D.data() + bh * p.N);
+  for (int64_t bh = 0; bh < p.BH; ++bh) row_dots(O, G, bh, p.N, p.dv, D.data() + bh * p.N);
   const int threads = p.parallel() ? omp_get_max_threads() : 1;  // parallel_if's team: the default size
   const bool shared_dq = tiles > 1;
   // dQ's rows: the output's own with one key tile, else each thread's contiguous [BH, N, d] part.
