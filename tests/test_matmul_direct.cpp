@@ -64,11 +64,12 @@ TEST_CASE("gemm_direct: every layout, tile height, vector tail and K block again
       for (bool tb : {false, true}) {
         for (int64_t M : {1, 2, 3, 4, 5, 6, 7, 13}) check_direct(isa, ta, tb, M, 20, 9);
         for (int64_t N : {1, 7, 8, 9, 15, 16, 17, 33, 63, 64, 65, 130}) check_direct(isa, ta, tb, 8, N, 11);
-        for (int64_t K : {1, 127, 128, 129, 300}) check_direct(isa, ta, tb, 7, 40, K);
+        for (int64_t K : {1, 127, 128, 129, 255, 256, 257, 300, 600}) check_direct(isa, ta, tb, 7, 40, K);
         check_direct(isa, ta, tb, 64, 64, 1000);  // a weight gradient's shape, smaller K
         check_direct(isa, ta, tb, 16, 17, 16);    // an MHLA block product
         for (int64_t N : {17, 32})  // += across K blocks, with a masked and with a full last vector
-          for (int64_t M : {1, 6, 13}) check_direct(isa, ta, tb, M, N, 129, true);
+          for (int64_t M : {1, 6, 13})
+            for (int64_t K : {129, 257}) check_direct(isa, ta, tb, M, N, K, true);
       }
 }
 
