@@ -30,10 +30,12 @@ std::optional<int64_t> flat_batch_stride(const Tensor& t, int64_t nb) {
   return stride.value_or(0);
 }
 
-// a [..., M, K] @ b [..., K, N] (+ bias [N]) -> out [..., M, N], all with the same nb batch dims.
-// One kernel call when the batch dims flatten in every operand; that fails only when some but not
-// all of them are broadcast ([2, 1] against [1, 5], say), and then we loop over the first batch dim.
-void gemm_nd(const Tensor& a, const Tensor& b, const Tensor& out, int64_t nb, const Tensor& bias) {
+// a [..., M, K] @ b [..., K, N] (+ bias [N]) -> out [..., M, N] (+= with accumulate), all with the
+// same nb batch dims. One kernel call when the batch dims flatten in every operand; that fails only
+// when some but not all of them are broadcast ([2, 1] against [1, 5], say), and then we loop over
+// the first batch dim.
+void gemm_nd(const Tensor& a, const Tensor& b, const Tensor& out, int64_t nb, const Tensor& bias,
+             bool accumulate = false) {
   auto sa = flat_batch_stride(a, nb), sb = flat_batch_stride(b, nb), so = flat_batch_stride(out, nb);
   if (sa && sb && so) {
     const int64_t batch = numel(Shape(out.shape().begin(), out.shape().begin() + nb));
@@ -41,11 +43,11 @@ void gemm_nd(const Tensor& a, const Tensor& b, const Tensor& out, int64_t nb, co
       return t.as_strided({batch, t.shape()[nb], t.shape()[nb + 1]}, {s, t.strides()[nb], t.strides()[nb + 1]},
                           t.offset());
     };
-    backend(out.device()).gemm(as3(a, *sa), as3(b, *sb), as3(out, *so), bias);
+    backend(out.device()).gemm(as3(a, *sa), as3(b, *sb), as3(out, *so), bias, accumulate);
     return;
   }
   for (int64_t i = 0; i < out.shape()[0]; ++i)
-    gemm_nd(a.select(0, i), b.select(0, i), out.select(0, i), nb - 1, bias);
+    gemm_nd(a.select(0, i), b.select(0, i), out.select(0, i), nb - 1, bias, accumulate);
 }
 
 }  // namespace
@@ -104,20 +106,27 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
       });
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  if (!bias.defined()) return matmul(x, weight.t());
-  LINEA_CHECK(x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1) && bias.dim() == 1 &&
-                  bias.size(0) == weight.size(0),
-              "[linear] expected x [..., in], weight [out, in], bias [out], got {}, {}, {}", shape_str(x.shape()),
-              shape_str(weight.shape()), shape_str(bias.shape()));
-  LINEA_CHECK(x.dtype() == weight.dtype() && bias.dtype() == x.dtype() && is_floating(x.dtype()),
-              "[linear] x, weight, bias must share float32 or float64, got {} / {} / {}", x.dtype(), weight.dtype(),
-              bias.dtype());
-  LINEA_CHECK(x.device() == weight.device() && bias.device() == x.device(),
-              "[linear] operands on different devices: x on {}, weight on {}, bias on {}", x.device(),
-              weight.device(), bias.device());
+namespace {
+
+void check_linear(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  LINEA_CHECK(x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1) &&
+                  (!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0))),
+              "[{}] expected x [..., in], weight [out, in], bias [out], got {}, {}, {}", op, shape_str(x.shape()),
+              shape_str(weight.shape()), bias.defined() ? shape_str(bias.shape()) : std::string("none"));
+  LINEA_CHECK(x.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == x.dtype()) && is_floating(x.dtype()),
+              "[{}] x, weight, bias must share float32 or float64, got {} / {} / {}", op, x.dtype(), weight.dtype(),
+              bias.defined() ? fmt::format("{}", bias.dtype()) : std::string("none"));
+  LINEA_CHECK(x.device() == weight.device() && (!bias.defined() || bias.device() == x.device()),
+              "[{}] operands on different devices: x on {}, weight on {}, bias on {}", op, x.device(),
+              weight.device(), bias.defined() ? fmt::format("{}", bias.device()) : std::string("none"));
+}
+
+// x · weightᵀ (+ bias) (+ residual), inputs checked. The bias is the gemm's epilogue: written into
+// the output before the product, one pass over the output, not two. A residual is the output's
+// starting value instead (with the bias added to it in the same pass) and the gemm adds the product
+// into it, so the residual add too costs no pass of its own.
+Tensor linear_impl(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual) {
   const int64_t in = weight.size(1), out_f = weight.size(0);
-  // matmul(x, weight.t()) with the bias as the gemm's epilogue: one pass over the output, not two.
   const Tensor X = x.detach(), W = weight.detach(), A = X.dim() == 1 ? X.unsqueeze(0) : X;
   Shape full = A.shape(), w_full = A.shape();
   full.back() = out_f;
@@ -126,16 +135,23 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   Tensor out = empty(out_shape, x.dtype(), x.device());
+  Backend& be = backend(x.device());
+  if (residual.defined()) {
+    if (bias.defined()) be.binary(BinaryOp::Add, residual.detach(), bias.detach().expand(out_shape), out);
+    else be.copy(residual.detach(), out);
+  }
   gemm_nd(A, W.t().expand(w_full), out.as_strided(full, contiguous_strides(full), 0),
-          static_cast<int64_t>(full.size()) - 2, bias.detach().contiguous());
+          static_cast<int64_t>(full.size()) - 2, residual.defined() ? Tensor() : bias.detach().contiguous(),
+          residual.defined());
   const int64_t rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));
 
   return autograd::record(
-      "linear", out, {x, weight, bias},
+      op, out, {x, weight, bias, residual},
       [X, W, rows, in, out_f, need_x = x.requires_grad(), need_w = weight.requires_grad(),
-       need_b = bias.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+       need_b = bias.defined() && bias.requires_grad(),
+       need_r = residual.defined() && residual.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
         // dx = g·W, dW = gᵀ·x over every row, db = the column sums of g: with dW, in one call,
-        // which the CPU runs in one pass over g (Backend::linear_weight_grad).
+        // which the CPU runs in one pass over g (Backend::linear_weight_grad). The residual's is g.
         const Tensor G = g.reshape({rows, out_f});
         Tensor dx, dw, db;
         if (need_x) dx = matmul(G, W).reshape(X.shape());
@@ -147,8 +163,27 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
         } else if (need_b) {
           db = sum(G, {0});
         }
-        return {dx, dw, db};
+        return {dx, dw, db, need_r ? g : Tensor()};
       });
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (!bias.defined()) return matmul(x, weight.t());
+  check_linear("linear", x, weight, bias);
+  return linear_impl("linear", x, weight, bias, Tensor());
+}
+
+Tensor linear_add(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual) {
+  check_linear("linear_add", x, weight, bias);
+  LINEA_CHECK(residual.defined(), "[linear_add] needs a residual (linear computes the product alone)");
+  Shape out_shape = x.shape();
+  out_shape.back() = weight.size(0);
+  LINEA_CHECK(residual.shape() == out_shape && residual.dtype() == x.dtype() && residual.device() == x.device(),
+              "[linear_add] residual must be the output's {} {} on {}, got {} {} on {}", shape_str(out_shape),
+              x.dtype(), x.device(), shape_str(residual.shape()), residual.dtype(), residual.device());
+  return linear_impl("linear_add", x, weight, bias, residual);
 }
 
 }  // namespace linea

@@ -13,4 +13,9 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // before the product instead of making a second pass over the output.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
+// residual + linear(x, weight, bias), residual of the output's shape (a transformer block's skip
+// connection around its output projection). The gemm adds the product into a copy of the residual
+// (plus bias), so the add makes no pass of its own over the output; bias may be undefined.
+Tensor linear_add(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual);
+
 }  // namespace linea

@@ -1,6 +1,6 @@
-// Registry cases: matmul (every operand rank, batch broadcasting, transposed operands), linear, the
-// norms, the losses, and the attention functions: softmax, linear (every feature map, causal or not)
-// and MHLA in its fused and composite forms (padded last blocks, M = 1, d != dv, causal), and the
+// Registry cases: matmul (every operand rank, batch broadcasting, transposed operands), linear,
+// linear_add, the norms, the losses, and the attention functions: softmax, linear (every feature
+// map, causal or not) and MHLA in its fused and composite forms (padded last blocks, M = 1, d != dv, causal), and the
 // three on a packed qkv projection.
 #include "mhla_reference.h"
 #include "ops_util.h"
@@ -88,6 +88,9 @@ std::vector<OpCase> nn_cases() {
       // ---- linear (the gemm adds the bias) and the attentions on one packed [B, N, 3·H·d] projection
       {"linear", {{2, 3, 4}, {5, 4}, {5}}, [](V x) { return linear(x[0], x[1], x[2]); }, R},
       {"linear, transposed x", {transposed({4, 6}), {3, 6}, {3}}, [](V x) { return linear(x[0], x[1], x[2]); }, R},
+      {"linear_add", {{2, 3, 4}, {5, 4}, {5}, {2, 3, 5}}, [](V x) { return linear_add(x[0], x[1], x[2], x[3]); }, R},
+      {"linear_add no bias, transposed x", {transposed({4, 6}), {3, 6}, {4, 3}},
+       [](V x) { return linear_add(x[0], x[1], Tensor(), x[2]); }, R},
       {"softmax_attention_qkv causal", {{1, 5, 12}},
        [](V x) { return F::softmax_attention_qkv(x[0], 2, {.causal = true}); }, R},
       {"linear_attention_qkv elu+1", {{1, 6, 12}},

@@ -36,16 +36,21 @@ cublasComputeType_t float32_compute() {
 
 }  // namespace
 
-void CudaBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor& bias) {
+void CudaBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor& bias,
+                       bool accumulate) {
   const kernel_checks::GemmShape g = kernel_checks::gemm(a_in, b_in, out, bias);
   const int64_t batch = g.batch, M = g.M, N = g.N, K = g.K;
   LINEA_CHECK(a_in.device().is_cuda() && b_in.device().is_cuda() && out.device().is_cuda(),
               "[gemm] expected CUDA tensors, got {} @ {} -> {}", a_in.device(), b_in.device(), out.device());
   if (out.numel() == 0) return;
-  // A bias is written into out first and the product added to it (beta = 1).
-  if (bias.defined()) copy(bias.expand(out.shape()), out);
-  if (K == 0) {  // an empty sum: zeros or the bias (cuBLAS would be asked for a leading dimension of 0)
-    if (!bias.defined()) fill(out, 0.0);
+  // A bias is written into out first (added to it with accumulate) and the product added (beta = 1).
+  if (bias.defined()) {
+    if (accumulate) binary(BinaryOp::Add, out, bias.expand(out.shape()), out);
+    else copy(bias.expand(out.shape()), out);
+  }
+  const bool add = bias.defined() || accumulate;
+  if (K == 0) {  // an empty sum: out as it was, zeros, or the bias (cuBLAS would be asked for ld = 0)
+    if (!add) fill(out, 0.0);
     return;
   }
   const Tensor a = kernel_checks::blas_operand(a_in), b = kernel_checks::blas_operand(b_in);
@@ -64,8 +69,8 @@ void CudaBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out
   const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
   const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : float32_compute();
   // alpha and beta have the compute type's scalar type: double for 64F, float for all 32F kinds.
-  const double alpha64 = 1.0, beta64 = bias.defined() ? 1.0 : 0.0;
-  const float alpha32 = 1.0f, beta32 = bias.defined() ? 1.0f : 0.0f;
+  const double alpha64 = 1.0, beta64 = add ? 1.0 : 0.0;
+  const float alpha32 = 1.0f, beta32 = add ? 1.0f : 0.0f;
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
 

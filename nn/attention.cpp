@@ -27,12 +27,15 @@ QKVAttention::QKVAttention(std::string type_name, int64_t dim, int64_t heads, bo
   proj = register_module("proj", std::make_shared<Linear>(dim, dim));
 }
 
-Tensor QKVAttention::forward(const Tensor& x) {
+Tensor QKVAttention::forward(const Tensor& x) { return forward_add(x, Tensor()); }
+
+Tensor QKVAttention::forward_add(const Tensor& x, const Tensor& residual) {
   LINEA_CHECK(x.dim() == 3 && x.size(2) == dim_, "[{}] expected x [B, N, {}], got {}", type_name(), dim_,
               shape_str(x.shape()));
   const Tensor o = project_and_attend(x);
   // Merging the heads is a view when attend() wrote o token-major (MHLA's fused kernels), else one copy.
-  return proj->forward(o.transpose(1, 2).reshape({x.size(0), x.size(1), dim_}));
+  const Tensor merged = o.transpose(1, 2).reshape({x.size(0), x.size(1), dim_});
+  return residual.defined() ? linear_add(merged, proj->weight, proj->bias, residual) : proj->forward(merged);
 }
 
 Tensor QKVAttention::project_and_attend(const Tensor& x) {

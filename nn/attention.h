@@ -19,6 +19,8 @@ namespace linea::nn {
 class QKVAttention : public Module {
  public:
   Tensor forward(const Tensor& x) override;
+  // residual + forward(x), the add done by the output projection's gemm (linear_add).
+  Tensor forward_add(const Tensor& x, const Tensor& residual);
   int64_t dim() const { return dim_; }
   int64_t heads() const { return heads_; }
 

@@ -37,7 +37,7 @@ Dropout::Dropout(double p, uint64_t seed) : Module("Dropout"), p_(p), seed_(seed
 }
 
 Tensor Dropout::forward(const Tensor& x) {
-  if (!is_training() || p_ == 0) return x;
+  if (!active()) return x;
   if (p_ == 1) return x * 0.0;
   // u drawn on x's device from the layer's stream, then keep = (u >= p) as x's dtype, pre-scaled
   // by 1/(1-p): one multiply, whose backward is g * keep.
@@ -83,6 +83,11 @@ MLP::MLP(int64_t in_features, int64_t hidden_features, int64_t out_features, std
 Tensor MLP::forward(const Tensor& x) {
   Tensor h = drop->forward(act->forward(fc1->forward(x)));
   return drop->forward(fc2->forward(h));
+}
+
+Tensor MLP::forward_add(const Tensor& x, const Tensor& residual) {
+  if (drop->active()) return residual + forward(x);
+  return linear_add(act->forward(fc1->forward(x)), fc2->weight, fc2->bias, residual);
 }
 
 }  // namespace linea::nn

@@ -50,6 +50,7 @@ class Dropout : public Module {
   uint64_t seed() const { return seed_; }
   uint64_t offset() const { return offset_; }  // numbers of the stream used so far
   double p() const { return p_; }
+  bool active() const { return is_training() && p_ > 0; }  // false: forward is the identity
 
  private:
   double p_;
@@ -86,6 +87,8 @@ class MLP : public Module {
   MLP(int64_t in_features, int64_t hidden_features, int64_t out_features = 0, std::shared_ptr<Module> act = nullptr,
       double dropout = 0);
   Tensor forward(const Tensor& x) override;
+  // residual + forward(x), the add done by fc2's gemm (linear_add) unless dropout is active.
+  Tensor forward_add(const Tensor& x, const Tensor& residual);
 
   std::shared_ptr<Linear> fc1, fc2;
   std::shared_ptr<Module> act;

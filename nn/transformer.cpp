@@ -7,7 +7,7 @@
 
 namespace linea::nn {
 
-std::shared_ptr<Module> make_attention(const TransformerBlockConfig& c) {
+std::shared_ptr<QKVAttention> make_attention(const TransformerBlockConfig& c) {
   if (c.attention == "softmax")
     return std::make_shared<MultiHeadAttention>(
         MultiHeadAttentionConfig{.dim = c.dim, .heads = c.heads, .causal = c.causal});
@@ -42,8 +42,11 @@ TransformerBlock::TransformerBlock(const TransformerBlockConfig& config)
 Tensor TransformerBlock::forward(const Tensor& x) {
   LINEA_CHECK(x.dim() == 3 && x.size(2) == config_.dim, "[TransformerBlock] expected input [B, N, {}], got {}",
               config_.dim, shape_str(x.shape()));
-  Tensor h = x + drop->forward(attn->forward(ln1->forward(x)));
-  return mlp ? h + mlp->forward(ln2->forward(h)) : h;
+  // The skip connections are added by the output projections' gemms (forward_add), except across
+  // an active dropout.
+  const Tensor h = drop->active() ? x + drop->forward(attn->forward(ln1->forward(x)))
+                                  : attn->forward_add(ln1->forward(x), x);
+  return mlp ? mlp->forward_add(ln2->forward(h), h) : h;
 }
 
 }  // namespace linea::nn

@@ -36,7 +36,7 @@ class TransformerBlock : public Module {
   const TransformerBlockConfig& config() const { return config_; }
 
   std::shared_ptr<LayerNorm> ln1, ln2;  // ln2 null without an MLP
-  std::shared_ptr<Module> attn;
+  std::shared_ptr<QKVAttention> attn;
   std::shared_ptr<MLP> mlp;  // null when mlp_ratio is 0
   std::shared_ptr<Dropout> drop;
 
@@ -46,6 +46,6 @@ class TransformerBlock : public Module {
 
 // The attention module a block builds for config.attention; throws, listing the valid names, on
 // an unknown one.
-std::shared_ptr<Module> make_attention(const TransformerBlockConfig& config);
+std::shared_ptr<QKVAttention> make_attention(const TransformerBlockConfig& config);
 
 }  // namespace linea::nn

@@ -69,12 +69,13 @@ class Backend {
                                 const Tensor& dx, const Tensor& dweight) = 0;
 
   // ---- matrix multiply ----
-  // out = a·b (+ bias). a: [batch, M, K], b: [batch, K, N], out: [batch, M, N] contiguous. a and
-  // b may be any strided views whose last two dims are row- or column-major (transposes are passed
-  // to BLAS, not copied); a batch stride of 0 means broadcast. bias: undefined, or a contiguous [N]
-  // added to every row of out: the epilogue of a linear layer, written before the product so that
-  // no pass over out is added (cpu_matmul.cpp measures it).
-  virtual void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias) = 0;
+  // out = a·b (+ bias), or with accumulate out += a·b (+ bias). a: [batch, M, K], b: [batch, K, N],
+  // out: [batch, M, N] contiguous. a and b may be any strided views whose last two dims are row- or
+  // column-major (transposes are passed to BLAS, not copied); a batch stride of 0 means broadcast.
+  // bias: undefined, or a contiguous [N] added to every row of out: the epilogue of a linear layer,
+  // written before the product so that no pass over out is added (cpu_matmul.cpp measures it).
+  // accumulate: out already holds the start of the sum (linear_add's residual), read by the product.
+  virtual void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, bool accumulate) = 0;
   // A linear layer's weight and bias gradients: dw = gᵀ·x and db = the column sums of g (when db
   // is defined). g [rows, out] and x [rows, in] contiguous, dw [out, in], db [out]. The default is
   // gemm then reduce; the CPU sums g inside the weight gradient's product where its own kernel

@@ -136,10 +136,11 @@ class ProfilingBackend final : public Backend {
           [&] { in_.rmsnorm_backward(dy, x, w, rstd, dx, dw); });
   }
 
-  void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias) override {
+  void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, bool accumulate) override {
     const double flops = 2.0 * double(out.size(0)) * double(out.size(1)) * double(out.size(2)) * double(a.size(2));
-    timed(Profiler::by_shape() ? gemm_shape(a, b) : std::string("gemm"), flops, touched({&a, &b, &out, &bias}),
-          [&] { in_.gemm(a, b, out, bias); });
+    const std::string name = Profiler::by_shape() ? gemm_shape(a, b) + (accumulate ? " + residual" : "") : "gemm";
+    timed(name, flops, touched({&a, &b, &out, &bias}) + (accumulate ? touched(out) : 0.0),
+          [&] { in_.gemm(a, b, out, bias, accumulate); });
   }
 
   // Recorded as a gemm (its flops), with the bias gradient's sums in the same row when asked for.

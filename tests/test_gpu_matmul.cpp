@@ -97,6 +97,34 @@ TEST_CASE("gpu gemm: empty dims and K = 0") {
   CHECK(matmul(zeros({0, 5}, Options(DType::Float64, kGpu)), zeros({5, 2}, Options(DType::Float64, kGpu))).numel() == 0);
 }
 
+TEST_CASE("gpu gemm with accumulate and linear_add match the CPU") {
+  // out += a·b (+ bias) into a start value, K = 0 included; then linear_add and its gradients.
+  for (int64_t K : {0, 7, 300})
+    for (bool with_bias : {false, true}) {
+      CAPTURE(K);
+      CAPTURE(with_bias);
+      const DType f64 = DType::Float64;
+      const Tensor a = randn_on({2, 5, K}, 70, f64), b = randn_on({2, K, 9}, 71, f64);
+      const Tensor start = randn_on({2, 5, 9}, 72, f64), bias = with_bias ? randn_on({9}, 73, f64) : Tensor();
+      const Tensor oc = start.clone(), og = start.to(kGpu);
+      backend(Device::cpu()).gemm(a, b, oc, bias, true);
+      backend(kGpu).gemm(a.to(kGpu), b.to(kGpu), og, with_bias ? bias.to(kGpu) : Tensor(), true);
+      CHECK(rel_error(og, oc) < 1e-12);
+    }
+  const DType f64 = DType::Float64;
+  const Tensor x = randn_on({3, 4, 6}, 74, f64).requires_grad_(), w = randn_on({5, 6}, 75, f64).requires_grad_();
+  const Tensor bias = randn_on({5}, 76, f64).requires_grad_(), r = randn_on({3, 4, 5}, 77, f64).requires_grad_();
+  const Tensor xg = x.detach().to(kGpu).requires_grad_(), wg = w.detach().to(kGpu).requires_grad_();
+  const Tensor bg = bias.detach().to(kGpu).requires_grad_(), rg = r.detach().to(kGpu).requires_grad_();
+  const Tensor yc = linear_add(x, w, bias, r), yg = linear_add(xg, wg, bg, rg);
+  CHECK(rel_error(yg, yc) < 1e-12);
+  sum(yc * yc).backward();
+  sum(yg * yg).backward();
+  for (const auto& [c, g] : {std::pair{x, xg}, std::pair{w, wg}, std::pair{bias, bg}, std::pair{r, rg}})
+    CHECK(rel_error(g.grad(), c.grad()) < 1e-12);
+  CHECK_THROWS_WITH_AS(linear_add(xg, wg, bg, r), doctest::Contains("[linear_add] residual must be"), Error);
+}
+
 TEST_CASE("gpu gemm: the float32 precision switch (TF32, BF16 autocast) within documented errors") {
   const Tensor a = randn_on({4, 129, 257}, 3, DType::Float32), b = randn_on({257, 131}, 4, DType::Float32);
   const Tensor ref = matmul(a, b);  // the CPU always multiplies in full float32
@@ -142,10 +170,10 @@ TEST_CASE("gpu gemm: gradients match the CPU (float64)") {
 TEST_CASE("gpu gemm errors name the op") {
   Backend& be = backend(kGpu);
   const Tensor i = zeros({1, 2, 2}, Options(DType::Int64, kGpu));
-  CHECK_THROWS_WITH_AS(be.gemm(i, i, zeros({1, 2, 2}, Options(DType::Int64, kGpu)), Tensor()),
+  CHECK_THROWS_WITH_AS(be.gemm(i, i, zeros({1, 2, 2}, Options(DType::Int64, kGpu)), Tensor(), false),
                        doctest::Contains("[gemm] expected a floating dtype"), Error);
   const Tensor f = zeros({1, 2, 3}, Options(DType::Float32, kGpu));
-  CHECK_THROWS_WITH_AS(be.gemm(f, f, zeros({1, 2, 3}, Options(DType::Float32, kGpu)), Tensor()),
+  CHECK_THROWS_WITH_AS(be.gemm(f, f, zeros({1, 2, 3}, Options(DType::Float32, kGpu)), Tensor(), false),
                        doctest::Contains("[gemm] shapes"), Error);
   // linear_weight_grad (the default: gemm, then reduce) refuses operands on two devices.
   const Tensor g = zeros({4, 3}, Options(DType::Float32, kGpu)), x_cpu = zeros({4, 2});

@@ -212,7 +212,84 @@ TEST_CASE("linear and the gemm's bias: errors name the op, shapes and dtypes") {
                        linea::Error);
   Backend& be = backend(Device::cpu());
   const Tensor a = randn32({1, 3, 4}, 5), b = randn32({1, 4, 5}, 6), out = empty({1, 3, 5});
-  CHECK_THROWS_WITH_AS(be.gemm(a, b, out, randn32({3}, 7)), doctest::Contains("[gemm] bias must be"), linea::Error);
-  CHECK_THROWS_WITH_AS(be.gemm(a, b, out, randn32({5, 2}, 7).select(1, 0)),
+  CHECK_THROWS_WITH_AS(be.gemm(a, b, out, randn32({3}, 7), false), doctest::Contains("[gemm] bias must be"), linea::Error);
+  CHECK_THROWS_WITH_AS(be.gemm(a, b, out, randn32({5, 2}, 7).select(1, 0), false),
                        doctest::Contains("[gemm] bias must be"), linea::Error);
+}
+
+// ---- the gemm's accumulate and linear_add: a residual added by the product itself ----
+
+TEST_CASE("gemm with accumulate: out += a·b (+ bias) on every CPU path, float64 and float32") {
+  // The direct kernel (small), rows split across threads with a broadcast b (a linear layer), the
+  // batch loop, BLAS split by columns (N > 512), a weight-gradient shape whose K is split across
+  // threads, a transposed a on BLAS, and an empty K.
+  Generator gen(31);
+  struct Case {
+    Shape a, b;
+    bool ta, broadcast_b;
+  };
+  Backend& be = backend(Device::cpu());
+  for (const Case& c : {Case{{1, 3, 5}, {1, 5, 6}, false, false}, Case{{2, 150, 40}, {1, 40, 60}, false, true},
+                        Case{{3, 7, 5}, {3, 5, 6}, false, false}, Case{{1, 20, 40}, {1, 40, 600}, false, false},
+                        Case{{1, 16, 4096}, {1, 4096, 8}, true, false}, Case{{1, 64, 30}, {1, 30, 70}, true, false},
+                        Case{{2, 4, 0}, {2, 0, 3}, false, false}})
+    for (DType dtype : {float64, float32})
+      for (bool with_bias : {false, true}) {
+        CAPTURE(shape_str(c.a));
+        CAPTURE(shape_str(c.b));
+        CAPTURE(dtype);
+        CAPTURE(with_bias);
+        // a read transposed: converted first, so that the float32 copy is a transposed view too.
+        Tensor a = c.ta ? randn({c.a[0], c.a[2], c.a[1]}, gen, float64).to(dtype).transpose(1, 2)
+                        : randn(c.a, gen, float64).to(dtype);
+        Tensor b = randn(c.b, gen, float64).to(dtype);
+        const int64_t batch = c.a[0], M = c.a[1], N = c.b[2];
+        if (c.broadcast_b) b = b.expand({batch, c.b[1], N});
+        const Tensor start = randn({batch, M, N}, gen, float64), bias = randn({N}, gen, float64);
+        Tensor expect = start + ref_matmul(a.to(float64), b.to(float64));
+        if (with_bias) expect = expect + bias;
+        const Tensor out = start.to(dtype).contiguous().clone();
+        be.gemm(a, b, out, with_bias ? bias.to(dtype) : Tensor(), true);
+        if (dtype == float64) CHECK(allclose(out, expect, 1e-11, 1e-11));
+        else CHECK(allclose(out, expect, 1e-3, 1e-4));
+      }
+}
+
+TEST_CASE("linear_add: residual + x·Wᵀ + b, values and float64 gradients") {
+  Generator gen(32);
+  for (const Shape& xs : {Shape{3, 4, 5}, Shape{2, 150, 40}, Shape{5}}) {
+    CAPTURE(shape_str(xs));
+    const int64_t out_f = xs.back() == 40 ? 60 : 3;
+    const Tensor x = randn(xs, gen, float64), w = randn({out_f, xs.back()}, gen, float64), b = randn({out_f}, gen, float64);
+    Shape rs = xs;
+    rs.back() = out_f;
+    const Tensor r = randn(rs, gen, float64), r0 = r.clone(), expect = ref_matmul(x, w.t()) + b + r;
+    CHECK(allclose(linear_add(x, w, b, r), expect, 1e-12, 1e-12));
+    CHECK(allclose(linear_add(x, w, Tensor(), r), expect - b, 1e-12, 1e-12));
+    CHECK(allclose(linear_add(x.to(float32), w.to(float32), b.to(float32), r.to(float32)), expect, 1e-4, 1e-4));
+    CHECK(allclose(r, r0, 0, 0));  // the residual is read, never written
+  }
+  auto lin = [](const std::vector<Tensor>& in) { return linear_add(in[0], in[1], in[2], in[3]); };
+  CHECK_GRADCHECK(lin, {randn64({2, 3, 5}, 11), randn64({4, 5}, 12), randn64({4}, 13), randn64({2, 3, 4}, 14)});
+  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return linear_add(in[0], in[1], Tensor(), in[2]); },
+                  {randn64({3, 6}, 15), randn64({2, 6}, 16), randn64({3, 2}, 17)});
+  // A residual that needs no gradient, and x stored transposed.
+  const Tensor xt = randn64({2, 5, 3}, 18, false).transpose(1, 2), rc = randn64({2, 3, 4}, 19, false);
+  CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return linear_add(xt, in[0], in[1], rc); },
+                  {randn64({4, 5}, 20), randn64({4}, 21)});
+}
+
+TEST_CASE("linear_add: errors name the op and the residual's shape, dtype and device") {
+  const Tensor x = randn32({3, 4}, 1), w = randn32({5, 4}, 2), b = randn32({5}, 3);
+  CHECK_THROWS_WITH_AS(linear_add(x, w, b, randn32({3, 4}, 4)),
+                       doctest::Contains("[linear_add] residual must be the output's (3, 5) float32 on cpu, got (3, 4)"),
+                       linea::Error);
+  CHECK_THROWS_WITH_AS(linear_add(x, w, b, randn64({3, 5}, 5, false)),
+                       doctest::Contains("[linear_add] residual must be the output's"), linea::Error);
+  CHECK_THROWS_WITH_AS(linear_add(x, w, b, Tensor()), doctest::Contains("[linear_add] needs a residual"),
+                       linea::Error);
+  CHECK_THROWS_WITH_AS(linear_add(x, randn32({5, 3}, 6), b, randn32({3, 5}, 7)),
+                       doctest::Contains("[linear_add] expected x [..., in]"), linea::Error);
+  CHECK_THROWS_WITH_AS(linear_add(x, w, randn64({5}, 8, false), randn32({3, 5}, 9)),
+                       doctest::Contains("[linear_add] x, weight, bias must share"), linea::Error);
 }
