@@ -212,7 +212,8 @@ TEST_CASE("linear and the gemm's bias: errors name the op, shapes and dtypes") {
                        linea::Error);
   Backend& be = backend(Device::cpu());
   const Tensor a = randn32({1, 3, 4}, 5), b = randn32({1, 4, 5}, 6), out = empty({1, 3, 5});
-  CHECK_THROWS_WITH_AS(be.gemm(a, b, out, randn32({3}, 7), false), doctest::Contains("[gemm] bias must be"), linea::Error);
+  CHECK_THROWS_WITH_AS(be.gemm(a, b, out, randn32({3}, 7), false), doctest::Contains("[gemm] bias must be"),
+                       linea::Error);
   CHECK_THROWS_WITH_AS(be.gemm(a, b, out, randn32({5, 2}, 7).select(1, 0), false),
                        doctest::Contains("[gemm] bias must be"), linea::Error);
 }
@@ -260,7 +261,8 @@ TEST_CASE("linear_add: residual + x·Wᵀ + b, values and float64 gradients") {
   for (const Shape& xs : {Shape{3, 4, 5}, Shape{2, 150, 40}, Shape{5}}) {
     CAPTURE(shape_str(xs));
     const int64_t out_f = xs.back() == 40 ? 60 : 3;
-    const Tensor x = randn(xs, gen, float64), w = randn({out_f, xs.back()}, gen, float64), b = randn({out_f}, gen, float64);
+    const Tensor x = randn(xs, gen, float64), w = randn({out_f, xs.back()}, gen, float64);
+    const Tensor b = randn({out_f}, gen, float64);
     Shape rs = xs;
     rs.back() = out_f;
     const Tensor r = randn(rs, gen, float64), r0 = r.clone(), expect = ref_matmul(x, w.t()) + b + r;
@@ -281,9 +283,9 @@ TEST_CASE("linear_add: residual + x·Wᵀ + b, values and float64 gradients") {
 
 TEST_CASE("linear_add: errors name the op and the residual's shape, dtype and device") {
   const Tensor x = randn32({3, 4}, 1), w = randn32({5, 4}, 2), b = randn32({5}, 3);
-  CHECK_THROWS_WITH_AS(linear_add(x, w, b, randn32({3, 4}, 4)),
-                       doctest::Contains("[linear_add] residual must be the output's (3, 5) float32 on cpu, got (3, 4)"),
-                       linea::Error);
+  CHECK_THROWS_WITH_AS(
+      linear_add(x, w, b, randn32({3, 4}, 4)),
+      doctest::Contains("[linear_add] residual must be the output's (3, 5) float32 on cpu, got (3, 4)"), linea::Error);
   CHECK_THROWS_WITH_AS(linear_add(x, w, b, randn64({3, 5}, 5, false)),
                        doctest::Contains("[linear_add] residual must be the output's"), linea::Error);
   CHECK_THROWS_WITH_AS(linear_add(x, w, b, Tensor()), doctest::Contains("[linear_add] needs a residual"),
