@@ -38,15 +38,17 @@ bool has_direct_gemm() { return direct_gemm_isa() != DirectIsa::None; }
 // forward (B transposed) [4096, 64..128]·[64..192, 64..128]ᵀ 1.1-1.6x, [384, 128]·[128..512, 128]ᵀ
 // 1.0-1.13x (0.91-1.03x at N = 65); input gradients [4096, 64..192]·[64..192, 64..128] 0.91-1.47x, [384, 65..512]·
 // [65..512, 128..512] 1.0-1.22x; weight gradients split over K (cpu_matmul.cpp), each thread's
-// [4096, 64..192]ᵀ·[4096, 64..128] 1.1-1.26x against OpenBLAS's own threads. Not K over 256 (0.92-
-// 1.05x at K = 512), nor the char-GPT's weight gradients (K = 768: 0.85-0.9x).
+// [4096, 64..192]ᵀ·[4096, 64..128] 1.1-1.26x against OpenBLAS's own threads. At K = 512, 0.92-1.05x
+// with B's blocks 128 rows deep, and 1.04-1.07x since they are 256 on AVX2 (gemm_direct_kernel.h):
+// the char-GPT's [384, 384..512]·[384..512, 128], B read transposed or not (min of 100, 2 threads
+// by rows, warm and flushed). Not K over 512, nor the char-GPT's weight gradients (K = 768: 0.85-0.9x).
 bool direct_gemm_pays(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
   switch (direct_gemm_isa()) {
     case DirectIsa::None: return false;
     case DirectIsa::Avx2:
       if (M * N * K <= 64 * 64 * 64) return true;
       if (ta) return K >= 2048 && M <= 256 && N <= 256;
-      return N <= 512 && K <= 256 && (!tb || M >= 256);
+      return N <= 512 && K <= 512 && (!tb || M >= 256);
     case DirectIsa::Avx512: break;
   }
   if (N > 256) return false;
