@@ -513,6 +513,25 @@ TEST_CASE("TransformerBlock: causal blocks do not look ahead; dropout only in tr
   CHECK(blk.forward(x).to_vector() == blk.forward(x).to_vector());
 }
 
+TEST_CASE("forward_add: residual + forward(x), the add in the gemm, active dropout still applied") {
+  Tensor x = randn({2, 4, 8}), r = randn({2, 4, 8});
+  nn::MLP mlp(8, 16);
+  CHECK(allclose(mlp.forward_add(x, r), r + mlp.forward(x), 1e-6, 1e-6));
+  for (const std::string kind : {"softmax", "linear", "mhla"}) {
+    CAPTURE(kind);
+    auto attn = nn::make_attention(block_config(kind, false));
+    CHECK(allclose(attn->forward_add(x, r), r + attn->forward(x), 1e-6, 1e-6));
+  }
+  // With dropout active forward_add is residual + forward: the same masks give the same bits.
+  nn::MLP dropped(8, 16, 8, nullptr, 0.5);
+  dropped.drop->set_rng_state(3, 0);
+  const Tensor a = dropped.forward_add(x, r);
+  dropped.drop->set_rng_state(3, 0);
+  CHECK(allclose(a, r + dropped.forward(x), 0, 0));
+  dropped.eval();
+  CHECK(allclose(dropped.forward_add(x, r), r + dropped.forward(x), 1e-6, 1e-6));
+}
+
 namespace {
 // A two-block model, to see hierarchical names the way a real model has them.
 struct TinyModel : nn::Module {
