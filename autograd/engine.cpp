@@ -22,6 +22,19 @@ Tensor accumulate(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// Whether nothing but the caller holds g's tensor and storage (so it may be changed in place).
+bool exclusive(const Tensor& g) {
+  return g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous();
+}
+
+// A node's pending gradient plus one more (a tensor used twice: the residual stream's x feeds its
+// LayerNorm and the skip connection). Added in place when the engine's copy is the only one: a
+// fresh output would first be read into cache to be written (2 MB per add on the ViT).
+void accumulate_pending(Tensor& pending, const Tensor& g) {
+  if (exclusive(pending)) backend(pending.device()).binary(BinaryOp::Add, pending, g, pending);
+  else pending = accumulate(pending, g);
+}
+
 std::vector<Node*> topo_order(Node* root) {
   std::vector<Node*> order;  // post-order: inputs before the nodes that use them
   std::unordered_set<Node*> seen{root};
@@ -49,10 +62,9 @@ void check_grad(const Node& node, size_t i, const Tensor& g) {
 void accumulate_leaf(Meta& leaf, Tensor g) {
   // A gradient that nobody else references can be kept as is; otherwise copy it, so that an
   // in-place change to one .grad (clipping, say) never shows up in another.
-  bool exclusive = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous();
   if (leaf.grad.defined()) {
     leaf.grad = accumulate(leaf.grad, g);
-  } else if (exclusive) {
+  } else if (exclusive(g)) {
     leaf.grad = std::move(g);
   } else {
     leaf.grad = empty(g.shape(), g.dtype(), g.device());
@@ -124,7 +136,7 @@ void run_backward(const Tensor& root, Tensor grad, bool retain_graph) {
       check_grad(*node, i, gins[i]);
       if (meta->grad_fn) {
         auto [slot, fresh] = grads.try_emplace(meta->grad_fn.get(), gins[i]);
-        if (!fresh) slot->second = accumulate(slot->second, gins[i]);
+        if (!fresh) accumulate_pending(slot->second, gins[i]);
       } else if (meta->requires_grad) {
         Tensor gi = std::move(gins[i]);
         accumulate_leaf(*meta, std::move(gi));

@@ -26,6 +26,21 @@ TEST_CASE("shared subexpressions are visited once (diamond graph)") {
   CHECK(x.grad().item() == doctest::Approx(2 * e * e + e));
 }
 
+TEST_CASE("a pending gradient shared with another node is not added to in place") {
+  // In y = (k + h·5) + h the adds hand one gradient tensor to h, to k and to h·5 (the engine runs
+  // them in that order, k's node last); h then gets its second gradient from h·5. Adding that into
+  // the shared tensor in place would change k's too: dx would read 2·6 + 3·6 = 30, not 2·6 + 3 = 15.
+  Tensor x = from_vector<double>({1, 2}).requires_grad_();
+  Tensor h = x * 2.0, k = x * 3.0;
+  ((k + h * 5.0) + h).backward(from_vector<double>({1, 1}));  // contiguous gradients all the way
+  CHECK(allclose(x.grad(), from_vector<double>({15, 15}), 0, 0));
+  Tensor w = from_vector<double>({1, 2}).requires_grad_();
+  Tensor u = exp(w);
+  sum(u * u + u).backward();  // u's two gradients: 2u·1 then 1, the second into the first
+  const std::vector<double> wv = w.grad().to_vector();
+  for (int i = 0; i < 2; ++i) CHECK(wv[i] == doctest::Approx(2 * std::exp(2.0 * (i + 1)) + std::exp(i + 1.0)));
+}
+
 TEST_CASE("the graph is freed after backward unless retain_graph") {
   Tensor x = randn64({3}, 1);
   Tensor y = sum(exp(x));
