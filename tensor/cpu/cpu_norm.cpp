@@ -23,26 +23,12 @@
 
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/strided.h"
+#include "linea/tensor/cpu/vec_math.h"
 #include "linea/tensor/kernel_checks.h"
 
 namespace linea::cpu {
 
 namespace {
-
-// Σ_j f(j) over j < n in A, in 16 (float) or 8 (double) independent lanes: a single running sum is
-// one long chain of dependent adds (latency-bound); independent lanes let the compiler vectorize.
-template <class A, class F>
-A lane_sum(int64_t n, F&& f) {
-  constexpr int W = 64 / sizeof(A);
-  A s[W] = {};
-  int64_t j = 0;
-  for (; j + W <= n; j += W)
-    for (int k = 0; k < W; ++k) s[k] += f(j + k);
-  for (; j < n; ++j) s[0] += f(j);
-  for (int w = W / 2; w > 0; w /= 2)
-    for (int k = 0; k < w; ++k) s[k] += s[k + w];
-  return s[0];
-}
 
 template <class T, bool Center>
 void norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
