@@ -30,24 +30,27 @@ std::optional<int64_t> flat_batch_stride(const Tensor& t, int64_t nb) {
   return stride.value_or(0);
 }
 
-// a [..., M, K] @ b [..., K, N] (+ bias [N]) -> out [..., M, N] (+= with accumulate), all with the
-// same nb batch dims. One kernel call when the batch dims flatten in every operand; that fails only
+// a [..., M, K] @ b [..., K, N] (+ bias [N]) (+ residual, out's shape) -> out [..., M, N], all with
+// the same nb batch dims. One kernel call when the batch dims flatten in every operand; that fails only
 // when some but not all of them are broadcast ([2, 1] against [1, 5], say), and then we loop over
 // the first batch dim.
 void gemm_nd(const Tensor& a, const Tensor& b, const Tensor& out, int64_t nb, const Tensor& bias,
-             bool accumulate = false) {
+             const Tensor& residual = Tensor()) {
   auto sa = flat_batch_stride(a, nb), sb = flat_batch_stride(b, nb), so = flat_batch_stride(out, nb);
-  if (sa && sb && so) {
+  auto sr = residual.defined() ? flat_batch_stride(residual, nb) : std::optional<int64_t>(0);
+  if (sa && sb && so && sr) {
     const int64_t batch = numel(Shape(out.shape().begin(), out.shape().begin() + nb));
     auto as3 = [&](const Tensor& t, int64_t s) {
       return t.as_strided({batch, t.shape()[nb], t.shape()[nb + 1]}, {s, t.strides()[nb], t.strides()[nb + 1]},
                           t.offset());
     };
-    backend(out.device()).gemm(as3(a, *sa), as3(b, *sb), as3(out, *so), bias, accumulate);
+    backend(out.device()).gemm(as3(a, *sa), as3(b, *sb), as3(out, *so), bias,
+                               residual.defined() ? as3(residual, *sr) : Tensor());
     return;
   }
   for (int64_t i = 0; i < out.shape()[0]; ++i)
-    gemm_nd(a.select(0, i), b.select(0, i), out.select(0, i), nb - 1, bias, accumulate);
+    gemm_nd(a.select(0, i), b.select(0, i), out.select(0, i), nb - 1, bias,
+            residual.defined() ? residual.select(0, i) : Tensor());
 }
 
 }  // namespace
@@ -121,10 +124,8 @@ void check_linear(const char* op, const Tensor& x, const Tensor& weight, const T
               weight.device(), bias.defined() ? fmt::format("{}", bias.device()) : std::string("none"));
 }
 
-// x · weightᵀ (+ bias) (+ residual), inputs checked. The bias is the gemm's epilogue: written into
-// the output before the product, one pass over the output, not two. A residual is the output's
-// starting value instead (with the bias added to it in the same pass) and the gemm adds the product
-// into it, so the residual add too costs no pass of its own.
+// x · weightᵀ (+ bias) (+ residual), inputs checked. The bias and the residual are the gemm's
+// epilogue (Backend::gemm), added as the product is stored: neither costs a pass over the output.
 Tensor linear_impl(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual) {
   const int64_t in = weight.size(1), out_f = weight.size(0);
   const Tensor X = x.detach(), W = weight.detach(), A = X.dim() == 1 ? X.unsqueeze(0) : X;
@@ -135,14 +136,9 @@ Tensor linear_impl(const char* op, const Tensor& x, const Tensor& weight, const 
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   Tensor out = empty(out_shape, x.dtype(), x.device());
-  Backend& be = backend(x.device());
-  if (residual.defined()) {
-    if (bias.defined()) be.binary(BinaryOp::Add, residual.detach(), bias.detach().expand(out_shape), out);
-    else be.copy(residual.detach(), out);
-  }
   gemm_nd(A, W.t().expand(w_full), out.as_strided(full, contiguous_strides(full), 0),
-          static_cast<int64_t>(full.size()) - 2, residual.defined() ? Tensor() : bias.detach().contiguous(),
-          residual.defined());
+          static_cast<int64_t>(full.size()) - 2, bias.defined() ? bias.detach().contiguous() : Tensor(),
+          residual.defined() ? residual.detach().contiguous().reshape(full) : Tensor());
   const int64_t rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));
 
   return autograd::record(

@@ -84,7 +84,7 @@ class CudaBackend final : public Backend {
   void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                         const Tensor& dx, const Tensor& dweight) override;
 
-  void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, bool accumulate) override;
+  void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, const Tensor& residual) override;
 
   void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;
   void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;

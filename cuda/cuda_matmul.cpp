@@ -37,18 +37,18 @@ cublasComputeType_t float32_compute() {
 }  // namespace
 
 void CudaBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor& bias,
-                       bool accumulate) {
-  const kernel_checks::GemmShape g = kernel_checks::gemm(a_in, b_in, out, bias);
+                       const Tensor& residual) {
+  const kernel_checks::GemmShape g = kernel_checks::gemm(a_in, b_in, out, bias, residual);
   const int64_t batch = g.batch, M = g.M, N = g.N, K = g.K;
   LINEA_CHECK(a_in.device().is_cuda() && b_in.device().is_cuda() && out.device().is_cuda(),
               "[gemm] expected CUDA tensors, got {} @ {} -> {}", a_in.device(), b_in.device(), out.device());
   if (out.numel() == 0) return;
-  // A bias is written into out first (added to it with accumulate) and the product added (beta = 1).
-  if (bias.defined()) {
-    if (accumulate) binary(BinaryOp::Add, out, bias.expand(out.shape()), out);
-    else copy(bias.expand(out.shape()), out);
-  }
-  const bool add = bias.defined() || accumulate;
+  // residual + bias is written into out first (residual: out itself, or copied) and the product
+  // added (beta = 1).
+  if (residual.defined() && bias.defined()) binary(BinaryOp::Add, residual, bias.expand(out.shape()), out);
+  else if (residual.defined() && residual.data_ptr() != out.data_ptr()) copy(residual, out);
+  else if (bias.defined()) copy(bias.expand(out.shape()), out);
+  const bool add = bias.defined() || residual.defined();
   if (K == 0) {  // an empty sum: out as it was, zeros, or the bias (cuBLAS would be asked for ld = 0)
     if (!add) fill(out, 0.0);
     return;

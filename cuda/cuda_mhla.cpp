@@ -42,14 +42,14 @@ Tensor scratch(Shape shape, const Tensor& like) { return empty(std::move(shape),
 // Y[bh] = W X[bh] for every pair, one strided-batched GEMM; x, y are [BH, M, F] views of
 // contiguous per-block summaries, w is [M, M] (any strides: a transpose is passed to cuBLAS).
 void mix_blocks(CudaBackend& be, const Tensor& w, const Tensor& x, const Tensor& y) {
-  be.gemm(w.unsqueeze(0).expand({x.size(0), -1, -1}), x, y, Tensor(), false);
+  be.gemm(w.unsqueeze(0).expand({x.size(0), -1, -1}), x, y, Tensor(), Tensor());
 }
 
 // Σ_pairs X[bh] Y[bh]ᵀ -> out [M, M]: per-pair GEMMs, then a sum over the pairs.
 void pair_gram(CudaBackend& be, const Tensor& x, const Tensor& y, const Tensor& out) {
   const int64_t BH = x.size(0), M = x.size(1);
   Tensor partial = scratch({BH, M, M}, x);
-  be.gemm(x, y.transpose(1, 2), partial, Tensor(), false);
+  be.gemm(x, y.transpose(1, 2), partial, Tensor(), Tensor());
   be.reduce(ReduceOp::Sum, partial, out.view({1, M * M}), 1, BH, M * M);
 }
 

@@ -42,7 +42,7 @@ Backend& backend(Device device) {
 
 void Backend::linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) {
   const auto [rows, out, in] = kernel_checks::linear_weight_grad(g, x, dw, db);
-  gemm(g.t().unsqueeze(0), x.unsqueeze(0), dw.unsqueeze(0), Tensor(), false);
+  gemm(g.t().unsqueeze(0), x.unsqueeze(0), dw.unsqueeze(0), Tensor(), Tensor());
   if (db.defined()) reduce(ReduceOp::Sum, g, db, 1, rows, out);
 }
 

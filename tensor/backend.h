@@ -72,10 +72,13 @@ class Backend {
   // out = a·b (+ bias), or with accumulate out += a·b (+ bias). a: [batch, M, K], b: [batch, K, N],
   // out: [batch, M, N] contiguous. a and b may be any strided views whose last two dims are row- or
   // column-major (transposes are passed to BLAS, not copied); a batch stride of 0 means broadcast.
-  // bias: undefined, or a contiguous [N] added to every row of out: the epilogue of a linear layer,
-  // written before the product so that no pass over out is added (cpu_matmul.cpp measures it).
-  // accumulate: out already holds the start of the sum (linear_add's residual), read by the product.
-  virtual void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, bool accumulate) = 0;
+  // bias: undefined, or a contiguous [N] added to every row of out: the epilogue of a linear layer.
+  // residual: undefined, or a contiguous tensor shaped like out added to it (linear_add's skip
+  // connection); out itself accumulates (out += a·b), any other must not share out's storage.
+  // Both are added as the one value residual + bias, by the CPU's own kernel as it stores out, with
+  // no pass of their own (cpu_matmul.cpp).
+  virtual void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias,
+                    const Tensor& residual) = 0;
   // A linear layer's weight and bias gradients: dw = gᵀ·x and db = the column sums of g (when db
   // is defined). g [rows, out] and x [rows, in] contiguous, dw [out, in], db [out]. The default is
   // gemm then reduce; the CPU sums g inside the weight gradient's product where its own kernel

@@ -6,7 +6,7 @@
 
 namespace linea::kernel_checks {
 
-GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias) {
+GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, const Tensor& residual) {
   LINEA_CHECK(a.dim() == 3 && b.dim() == 3 && out.dim() == 3, "[gemm] expected 3-d operands, got {} @ {} -> {}",
               shape_str(a.shape()), shape_str(b.shape()), shape_str(out.shape()));
   const GemmShape g{out.shape()[0], out.shape()[1], out.shape()[2], a.shape()[2]};
@@ -20,6 +20,12 @@ GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor
                                   bias.is_contiguous() && bias.device() == out.device()),
               "[gemm] bias must be a contiguous {} [{}] on {} for out {}, got {} {} on {}", out.dtype(), g.N,
               out.device(), shape_str(out.shape()), bias.dtype(), shape_str(bias.shape()), bias.device());
+  LINEA_CHECK(!residual.defined() || (residual.shape() == out.shape() && residual.dtype() == out.dtype() &&
+                                      residual.is_contiguous() && residual.device() == out.device()),
+              "[gemm] residual must be a contiguous {} {} on {} like out, got {} {} on {}", out.dtype(),
+              shape_str(out.shape()), out.device(), residual.dtype(), shape_str(residual.shape()), residual.device());
+  LINEA_CHECK(!residual.defined() || residual.storage() != out.storage() || residual.data_ptr() == out.data_ptr(),
+              "[gemm] residual must be out itself or not overlap it: it shares out's storage at another offset");
   return g;
 }
 

@@ -21,9 +21,10 @@ struct GemmShape {
   int64_t batch, M, N, K;
 };
 
-// a [batch, M, K] @ b [batch, K, N] (+ bias [N]) -> out [batch, M, N] contiguous, all float32 or
-// all float64, bias (if defined) contiguous on out's device.
-GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias);
+// a [batch, M, K] @ b [batch, K, N] (+ bias [N]) (+ residual) -> out [batch, M, N] contiguous, all
+// float32 or all float64, bias and residual (if defined) contiguous on out's device, the residual
+// out's shape and either out itself or in another storage.
+GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, const Tensor& residual);
 // Backend::linear_weight_grad's operands; returns {rows, out, in}.
 std::array<int64_t, 3> linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db);
 

@@ -82,7 +82,7 @@ Ceilings measure_cpu_ceilings() {
   // Straight to the kernels: tensor/ knows nothing of autograd's matmul.
   Backend& cpu = backend(Device::cpu());
   const Tensor a = randn({1, n, n}, gen), b = randn({1, n, n}, gen), ab = empty({1, n, n});
-  c.gflops = 2.0 * double(n * n * n) / median_seconds(5, [&] { cpu.gemm(a, b, ab, Tensor(), false); }) / 1e9;
+  c.gflops = 2.0 * double(n * n * n) / median_seconds(5, [&] { cpu.gemm(a, b, ab, Tensor(), Tensor()); }) / 1e9;
   const Tensor src = zeros({int64_t(16) << 20}), dst = empty({int64_t(16) << 20});  // 64 MiB of float32 each
   c.gbps = 2.0 * double(src.numel() * 4) / median_seconds(3, [&] { cpu.copy(src, dst); }) / 1e9;
   return c;

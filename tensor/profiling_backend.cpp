@@ -136,11 +136,13 @@ class ProfilingBackend final : public Backend {
           [&] { in_.rmsnorm_backward(dy, x, w, rstd, dx, dw); });
   }
 
-  void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, bool accumulate) override {
+  void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias,
+            const Tensor& residual) override {
     const double flops = 2.0 * double(out.size(0)) * double(out.size(1)) * double(out.size(2)) * double(a.size(2));
-    const std::string name = Profiler::by_shape() ? gemm_shape(a, b) + (accumulate ? " + residual" : "") : "gemm";
-    timed(name, flops, touched({&a, &b, &out, &bias}) + (accumulate ? touched(out) : 0.0),
-          [&] { in_.gemm(a, b, out, bias, accumulate); });
+    const bool r = residual.defined();
+    const std::string name = Profiler::by_shape() ? gemm_shape(a, b) + (r ? " + residual" : "") : "gemm";
+    timed(name, flops, touched({&a, &b, &out, &bias}) + (r ? touched(residual) : 0.0),
+          [&] { in_.gemm(a, b, out, bias, residual); });
   }
 
   // Recorded as a gemm (its flops), with the bias gradient's sums in the same row when asked for.

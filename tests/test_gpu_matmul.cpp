@@ -97,8 +97,9 @@ TEST_CASE("gpu gemm: empty dims and K = 0") {
   CHECK(matmul(zeros({0, 5}, Options(DType::Float64, kGpu)), zeros({5, 2}, Options(DType::Float64, kGpu))).numel() == 0);
 }
 
-TEST_CASE("gpu gemm with accumulate and linear_add match the CPU") {
-  // out += a·b (+ bias) into a start value, K = 0 included; then linear_add and its gradients.
+TEST_CASE("gpu gemm with a residual and linear_add match the CPU") {
+  // out = a·b + residual (+ bias), the residual out itself or another tensor, K = 0 included; then
+  // linear_add and its gradients.
   for (int64_t K : {0, 7, 300})
     for (bool with_bias : {false, true}) {
       CAPTURE(K);
@@ -106,10 +107,13 @@ TEST_CASE("gpu gemm with accumulate and linear_add match the CPU") {
       const DType f64 = DType::Float64;
       const Tensor a = randn_on({2, 5, K}, 70, f64), b = randn_on({2, K, 9}, 71, f64);
       const Tensor start = randn_on({2, 5, 9}, 72, f64), bias = with_bias ? randn_on({9}, 73, f64) : Tensor();
-      const Tensor oc = start.clone(), og = start.to(kGpu);
-      backend(Device::cpu()).gemm(a, b, oc, bias, true);
-      backend(kGpu).gemm(a.to(kGpu), b.to(kGpu), og, with_bias ? bias.to(kGpu) : Tensor(), true);
+      const Tensor oc = start.clone(), og = start.to(kGpu), rg = start.to(kGpu), sg = empty_like(rg);
+      backend(Device::cpu()).gemm(a, b, oc, bias, oc);
+      backend(kGpu).gemm(a.to(kGpu), b.to(kGpu), og, with_bias ? bias.to(kGpu) : Tensor(), og);
+      backend(kGpu).gemm(a.to(kGpu), b.to(kGpu), sg, with_bias ? bias.to(kGpu) : Tensor(), rg);
       CHECK(rel_error(og, oc) < 1e-12);
+      CHECK(rel_error(sg, oc) < 1e-12);
+      CHECK(rel_error(rg, start) == 0);  // a separate residual is read, never written
     }
   const DType f64 = DType::Float64;
   const Tensor x = randn_on({3, 4, 6}, 74, f64).requires_grad_(), w = randn_on({5, 6}, 75, f64).requires_grad_();
@@ -170,10 +174,10 @@ TEST_CASE("gpu gemm: gradients match the CPU (float64)") {
 TEST_CASE("gpu gemm errors name the op") {
   Backend& be = backend(kGpu);
   const Tensor i = zeros({1, 2, 2}, Options(DType::Int64, kGpu));
-  CHECK_THROWS_WITH_AS(be.gemm(i, i, zeros({1, 2, 2}, Options(DType::Int64, kGpu)), Tensor(), false),
+  CHECK_THROWS_WITH_AS(be.gemm(i, i, zeros({1, 2, 2}, Options(DType::Int64, kGpu)), Tensor(), Tensor()),
                        doctest::Contains("[gemm] expected a floating dtype"), Error);
   const Tensor f = zeros({1, 2, 3}, Options(DType::Float32, kGpu));
-  CHECK_THROWS_WITH_AS(be.gemm(f, f, zeros({1, 2, 3}, Options(DType::Float32, kGpu)), Tensor(), false),
+  CHECK_THROWS_WITH_AS(be.gemm(f, f, zeros({1, 2, 3}, Options(DType::Float32, kGpu)), Tensor(), Tensor()),
                        doctest::Contains("[gemm] shapes"), Error);
   // linear_weight_grad (the default: gemm, then reduce) refuses operands on two devices.
   const Tensor g = zeros({4, 3}, Options(DType::Float32, kGpu)), x_cpu = zeros({4, 2});

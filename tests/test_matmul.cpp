@@ -212,18 +212,19 @@ TEST_CASE("linear and the gemm's bias: errors name the op, shapes and dtypes") {
                        linea::Error);
   Backend& be = backend(Device::cpu());
   const Tensor a = randn32({1, 3, 4}, 5), b = randn32({1, 4, 5}, 6), out = empty({1, 3, 5});
-  CHECK_THROWS_WITH_AS(be.gemm(a, b, out, randn32({3}, 7), false), doctest::Contains("[gemm] bias must be"),
+  CHECK_THROWS_WITH_AS(be.gemm(a, b, out, randn32({3}, 7), Tensor()), doctest::Contains("[gemm] bias must be"),
                        linea::Error);
-  CHECK_THROWS_WITH_AS(be.gemm(a, b, out, randn32({5, 2}, 7).select(1, 0), false),
+  CHECK_THROWS_WITH_AS(be.gemm(a, b, out, randn32({5, 2}, 7).select(1, 0), Tensor()),
                        doctest::Contains("[gemm] bias must be"), linea::Error);
 }
 
-// ---- the gemm's accumulate and linear_add: a residual added by the product itself ----
+// ---- the gemm's residual and linear_add: a skip connection added by the product itself ----
 
-TEST_CASE("gemm with accumulate: out += a·b (+ bias) on every CPU path, float64 and float32") {
+TEST_CASE("gemm with a residual: out = a·b + residual (+ bias) on every CPU path, float64 and float32") {
   // The direct kernel (small), rows split across threads with a broadcast b (a linear layer), the
   // batch loop, BLAS split by columns (N > 512), a weight-gradient shape whose K is split across
-  // threads, a transposed a on BLAS, and an empty K.
+  // threads, a transposed a on BLAS, and an empty K; the residual out itself (out += a·b) or another
+  // tensor.
   Generator gen(31);
   struct Case {
     Shape a, b;
@@ -235,25 +236,44 @@ TEST_CASE("gemm with accumulate: out += a·b (+ bias) on every CPU path, float64
                         Case{{1, 16, 4096}, {1, 4096, 8}, true, false}, Case{{1, 64, 30}, {1, 30, 70}, true, false},
                         Case{{2, 4, 0}, {2, 0, 3}, false, false}})
     for (DType dtype : {float64, float32})
-      for (bool with_bias : {false, true}) {
-        CAPTURE(shape_str(c.a));
-        CAPTURE(shape_str(c.b));
-        CAPTURE(dtype);
-        CAPTURE(with_bias);
-        // a read transposed: converted first, so that the float32 copy is a transposed view too.
-        Tensor a = c.ta ? randn({c.a[0], c.a[2], c.a[1]}, gen, float64).to(dtype).transpose(1, 2)
-                        : randn(c.a, gen, float64).to(dtype);
-        Tensor b = randn(c.b, gen, float64).to(dtype);
-        const int64_t batch = c.a[0], M = c.a[1], N = c.b[2];
-        if (c.broadcast_b) b = b.expand({batch, c.b[1], N});
-        const Tensor start = randn({batch, M, N}, gen, float64), bias = randn({N}, gen, float64);
-        Tensor expect = start + ref_matmul(a.to(float64), b.to(float64));
-        if (with_bias) expect = expect + bias;
-        const Tensor out = start.to(dtype).contiguous().clone();
-        be.gemm(a, b, out, with_bias ? bias.to(dtype) : Tensor(), true);
-        if (dtype == float64) CHECK(allclose(out, expect, 1e-11, 1e-11));
-        else CHECK(allclose(out, expect, 1e-3, 1e-4));
-      }
+      for (bool with_bias : {false, true})
+        for (bool in_place : {true, false}) {
+          CAPTURE(shape_str(c.a));
+          CAPTURE(shape_str(c.b));
+          CAPTURE(dtype);
+          CAPTURE(with_bias);
+          CAPTURE(in_place);
+          // a read transposed: converted first, so that the float32 copy is a transposed view too.
+          Tensor a = c.ta ? randn({c.a[0], c.a[2], c.a[1]}, gen, float64).to(dtype).transpose(1, 2)
+                          : randn(c.a, gen, float64).to(dtype);
+          Tensor b = randn(c.b, gen, float64).to(dtype);
+          const int64_t batch = c.a[0], M = c.a[1], N = c.b[2];
+          if (c.broadcast_b) b = b.expand({batch, c.b[1], N});
+          const Tensor start = randn({batch, M, N}, gen, float64), bias = randn({N}, gen, float64);
+          Tensor expect = start + ref_matmul(a.to(float64), b.to(float64));
+          if (with_bias) expect = expect + bias;
+          const Tensor r = start.to(dtype).contiguous().clone(), r0 = r.clone();
+          const Tensor out = in_place ? r : full({batch, M, N}, -5.0, Options(dtype));
+          be.gemm(a, b, out, with_bias ? bias.to(dtype) : Tensor(), r);
+          if (dtype == float64) CHECK(allclose(out, expect, 1e-11, 1e-11));
+          else CHECK(allclose(out, expect, 1e-3, 1e-4));
+          if (!in_place) CHECK(allclose(r, r0, 0, 0));  // a separate residual is read, never written
+        }
+}
+
+TEST_CASE("gemm with a residual: errors name its shape, layout and storage") {
+  Backend& be = backend(Device::cpu());
+  const Tensor a = randn32({1, 3, 4}, 5), b = randn32({1, 4, 5}, 6), out = empty({1, 3, 5});
+  CHECK_THROWS_WITH_AS(be.gemm(a, b, out, Tensor(), randn32({1, 3, 4}, 7)),
+                       doctest::Contains("[gemm] residual must be a contiguous float32 (1, 3, 5)"), linea::Error);
+  CHECK_THROWS_WITH_AS(be.gemm(a, b, out, Tensor(), randn32({1, 5, 3}, 7).transpose(1, 2)),
+                       doctest::Contains("[gemm] residual must be a contiguous"), linea::Error);
+  CHECK_THROWS_WITH_AS(be.gemm(a, b, out, Tensor(), randn64({1, 3, 5}, 7, false)),
+                       doctest::Contains("got float64"), linea::Error);
+  // Another view of out's storage: the product would read rows it has already written.
+  const Tensor buf = zeros({2, 3, 5}, Options(float32));
+  CHECK_THROWS_WITH_AS(be.gemm(a, b, buf.narrow(0, 1, 1), Tensor(), buf.narrow(0, 0, 1)),
+                       doctest::Contains("[gemm] residual must be out itself or not overlap it"), linea::Error);
 }
 
 TEST_CASE("linear_add: residual + x·Wᵀ + b, values and float64 gradients") {

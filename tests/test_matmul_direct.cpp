@@ -17,32 +17,52 @@ struct Operand : testing::GemmOperand {
   Operand(bool t, int64_t r, int64_t c, uint32_t seed) : GemmOperand(t, r, c, seed, 5, 4000.0f) {}
 };
 
-void check_direct(cpu::DirectIsa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, bool accumulate = false) {
+// What the product is added to (cpu::Addend): nothing, c itself, a separate residual (rows 3 past
+// N apart), a bias row, or a residual and a bias.
+enum class Start { None, Accumulate, Residual, Bias, ResidualBias };
+
+void check_direct(cpu::DirectIsa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, Start start = Start::None) {
   CAPTURE(int(isa));
-  CAPTURE(accumulate);
+  CAPTURE(int(start));
   CAPTURE(ta);
   CAPTURE(tb);
   CAPTURE(M);
   CAPTURE(N);
   CAPTURE(K);
   const Operand a(ta, M, K, uint32_t(M * 131 + K)), b(tb, K, N, uint32_t(N * 71 + K + 1));
-  const int64_t ldc = N + 2;  // C's padding must stay untouched
-  std::vector<float> c(size_t(M * ldc), -7.0f);
-  auto c0 = [](int64_t i, int64_t j) { return 0.25f * float(i - j); };  // what an accumulating call adds to
-  if (accumulate)
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) c[i * ldc + j] = c0(i, j);
-  cpu::gemm_direct(ta, tb, M, N, K, a.v.data(), a.ld, b.v.data(), b.ld, c.data(), ldc, accumulate, isa);
+  const int64_t ldc = N + 2, ldr = N + 3;  // C's padding must stay untouched
+  std::vector<float> c(size_t(M * ldc), -7.0f), r(size_t(M * ldr), -9.0f), bias(static_cast<size_t>(N));
+  auto c0 = [](int64_t i, int64_t j) { return 0.25f * float(i - j); };  // c's start when accumulating
+  auto r0 = [](int64_t i, int64_t j) { return 0.5f * float(i + 2 * j) - 3.0f; };
+  for (int64_t j = 0; j < N; ++j) bias[j] = 0.125f * float(j % 7) - 0.3f;
+  const bool with_r = start == Start::Residual || start == Start::ResidualBias;
+  const bool with_bias = start == Start::Bias || start == Start::ResidualBias;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      if (start == Start::Accumulate) c[i * ldc + j] = c0(i, j);
+      r[i * ldr + j] = r0(i, j);
+    }
+  cpu::Addend add;
+  if (start == Start::Accumulate) add = {c.data(), ldc};
+  if (with_r) add = {r.data(), ldr};
+  if (with_bias) add.bias = bias.data();
+  cpu::gemm_direct(ta, tb, M, N, K, a.v.data(), a.ld, b.v.data(), b.ld, c.data(), ldc, add, isa);
   double worst = 0;
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
-      double ref = accumulate ? double(c0(i, j)) : 0.0, mag = std::abs(ref);
+      // The start as the kernel forms it: one float32 value r + bias.
+      const float s0 = start == Start::Accumulate ? c0(i, j)
+                       : with_r                   ? (with_bias ? r0(i, j) + bias[j] : r0(i, j))
+                       : with_bias                ? bias[j]
+                                                  : 0.0f;
+      double ref = double(s0), mag = std::abs(ref);
       for (int64_t k = 0; k < K; ++k) {
         ref += double(a.at(i, k)) * double(b.at(k, j));
         mag += std::abs(double(a.at(i, k)) * double(b.at(k, j)));
       }
       // float32 sums: each partial sum rounds once, so |error| <= K * eps * sum |terms|.
       worst = std::max(worst, std::abs(double(c[i * ldc + j]) - ref) / (mag * double(K) * 6e-8 + 1e-30));
+      REQUIRE(r[i * ldr + j] == r0(i, j));  // the residual is read, never written
     }
     for (int64_t j = N; j < ldc; ++j) REQUIRE(c[i * ldc + j] == -7.0f);
   }
@@ -67,16 +87,19 @@ TEST_CASE("gemm_direct: every layout, tile height, vector tail and K block again
         for (int64_t K : {1, 127, 128, 129, 255, 256, 257, 300, 600}) check_direct(isa, ta, tb, 7, 40, K);
         check_direct(isa, ta, tb, 64, 64, 1000);  // a weight gradient's shape, smaller K
         check_direct(isa, ta, tb, 16, 17, 16);    // an MHLA block product
-        for (int64_t N : {17, 32})  // += across K blocks, with a masked and with a full last vector
-          for (int64_t M : {1, 6, 13})
-            for (int64_t K : {129, 257}) check_direct(isa, ta, tb, M, N, K, true);
+        // Every start, across K blocks (the first adds it, the others add into c), with a masked and
+        // with a full last vector.
+        for (Start start : {Start::Accumulate, Start::Residual, Start::Bias, Start::ResidualBias})
+          for (int64_t N : {17, 32})
+            for (int64_t M : {1, 6, 13})
+              for (int64_t K : {5, 129, 257}) check_direct(isa, ta, tb, M, N, K, start);
       }
 }
 
 TEST_CASE("gemm_direct: a kernel the CPU does not run is refused, not executed") {
   if (cpu::direct_gemm_isa() == cpu::DirectIsa::Avx512) return;  // every kernel runs here
   float x = 1, y = 0;
-  CHECK_THROWS_WITH_AS(cpu::gemm_direct(false, false, 1, 1, 1, &x, 1, &x, 1, &y, 1, false, cpu::DirectIsa::Avx512),
+  CHECK_THROWS_WITH_AS(cpu::gemm_direct(false, false, 1, 1, 1, &x, 1, &x, 1, &y, 1, {}, cpu::DirectIsa::Avx512),
                        doctest::Contains("does not run"), Error);
 }
 
@@ -85,7 +108,7 @@ TEST_CASE("gemm_direct: a's sums are refused unless a is read transposed") {
   float x = 1, y = 0;
   double sums = 0;
   const cpu::DirectIsa isa = cpu::direct_gemm_isa();
-  CHECK_THROWS_WITH_AS(cpu::gemm_direct(false, false, 1, 1, 1, &x, 1, &x, 1, &y, 1, false, isa, &sums),
+  CHECK_THROWS_WITH_AS(cpu::gemm_direct(false, false, 1, 1, 1, &x, 1, &x, 1, &y, 1, {}, isa, &sums),
                        doctest::Contains("transposed"), Error);
   CHECK(sums == 0);
 }

@@ -79,7 +79,7 @@ Tensor mix_chunks(const Tensor& mixer, const Tensor& x, bool transposed) {
     const int64_t r1 = std::min(M, r0 + tile), k0 = transposed ? r0 : 0, k1 = transposed ? M : r1;
     backend(x.device()).gemm(w.narrow(0, r0, r1 - r0).narrow(1, k0, k1 - k0).unsqueeze(0),
                              x.narrow(0, k0, k1 - k0).unsqueeze(0), y.narrow(0, r0, r1 - r0).unsqueeze(0), Tensor(),
-                             false);
+                             Tensor());
   }
   return y;
 }

@@ -32,7 +32,7 @@ class CpuBackend final : public Backend {
   void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                         const Tensor& dx, const Tensor& dweight) override;
 
-  void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, bool accumulate) override;
+  void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, const Tensor& residual) override;
   void linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) override;
 
   void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;

@@ -43,41 +43,52 @@ void fill_rows(int64_t M, int64_t N, const T* bias, T* c, int64_t ldc) {
 // The fill is for the layers' products; small ones (attention and MHLA tiles) keep beta = 0.
 constexpr int64_t kFillFirst = 64 * 64;
 
-// Readies c for a product that may add into it, and says whether it must: with acc (c holds the
-// sum's start: gemm's accumulate) the bias is added to c's rows, else a bias is written into them.
+// What a product adds to (backend.h's residual and bias): r [M, N] rows ldr apart (r == c: c's own
+// values), a bias row, either null. The direct kernel adds them as it stores c (gemm_direct.h).
 template <class T>
-bool prefill(int64_t M, int64_t N, const T* bias, bool acc, T* c, int64_t ldc) {
-  if (!acc) {
-    if (bias) fill_rows<T>(M, N, bias, c, ldc);
-    return bias != nullptr;
+struct Start {
+  const T* r = nullptr;
+  int64_t ldr = 0;
+  const T* bias = nullptr;
+  Start rows(int64_t i0) const { return {r ? r + i0 * ldr : nullptr, ldr, bias}; }
+  Start cols(int64_t j0) const { return {r ? r + j0 : nullptr, ldr, bias ? bias + j0 : nullptr}; }
+};
+
+// c = r + bias (or either alone) ahead of a BLAS product with beta = 1; says whether c holds a start.
+template <class T>
+bool prefill(int64_t M, int64_t N, const Start<T>& s, T* c, int64_t ldc) {
+  if (!s.r) {
+    if (s.bias) fill_rows<T>(M, N, s.bias, c, ldc);
+    return s.bias != nullptr;
   }
-  if (bias)
+  if (s.r != c || s.bias)
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) c[i * ldc + j] += bias[j];
+      for (int64_t j = 0; j < N; ++j) c[i * ldc + j] = s.bias ? s.r[i * s.ldr + j] + s.bias[j] : s.r[i * s.ldr + j];
   return true;
 }
 
-// c (+)= a·b (+ bias, a row of N or null) on this thread: BLAS, or for float32 bf16 dot products when
-// asked for, or the direct kernel where it beats BLAS (gemm_direct.h). Those two kernels store
-// their first products into c, so they need c filled first only for a bias.
+// c = a·b + start on this thread: BLAS, or for float32 bf16 dot products when asked for, or the
+// direct kernel where it beats BLAS (gemm_direct.h), which adds the start as it stores c.
 template <class T>
 void gemm_serial(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
-                 int64_t ldb, T* c, int64_t ldc, const T* bias, bool acc) {
-  const bool add = prefill<T>(M, N, bias, acc, c, ldc);
+                 int64_t ldb, T* c, int64_t ldc, const Start<T>& s) {
   if constexpr (std::is_same_v<T, float>) {
-    if (bf16) return gemm_bf16(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, add);
-    if (direct_gemm_pays(ta, tb, M, N, K)) return gemm_direct(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, add);
+    if (!bf16 && direct_gemm_pays(ta, tb, M, N, K))
+      return gemm_direct(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, {s.r, s.ldr, s.bias});
+    if (bf16) return gemm_bf16(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, prefill<T>(M, N, s, c, ldc));
   }
+  const bool add = prefill<T>(M, N, s, c, ldc);
   const bool zero_first = !add && M * N >= kFillFirst;
   if (zero_first) fill_rows<T>(M, N, nullptr, c, ldc);
   blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, add || zero_first ? T(1) : T(0), c, ldc);
 }
 
-// c (+)= aᵀ·b (+ bias) with K split over nt threads, float32 on the direct kernel: thread 0 writes
-// (or adds into) c, the others their partial products, added into c in thread order. With a_sums
-// (M floats), also a_sums[i] = Σ_k a(i, k), each thread summing its slice in double as it reads it.
+// c = aᵀ·b + start with K split over nt threads, float32 on the direct kernel: thread 0 writes c
+// (adding the start), the others their partial products, added into c in thread order. With
+// a_sums (M floats), also a_sums[i] = Σ_k a(i, k), each thread summing its slice in double as it
+// reads it.
 void gemm_split_k(int nt, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                  int64_t ldb, float* c, int64_t ldc, const float* bias, bool acc, float* a_sums = nullptr) {
+                  int64_t ldb, float* c, int64_t ldc, const Start<float>& s, float* a_sums = nullptr) {
   std::vector<float> part(static_cast<size_t>(nt - 1) * M * N);
   std::vector<double> sums(a_sums ? static_cast<size_t>(nt) * M : 0, 0.0);
 #pragma omp parallel num_threads(nt)
@@ -87,11 +98,12 @@ void gemm_split_k(int nt, bool tb, int64_t M, int64_t N, int64_t K, const float*
     float* dst = t == 0 ? c : part.data() + (t - 1) * M * N;
     double* my_sums = a_sums ? sums.data() + t * M : nullptr;
     const int64_t ldd = t == 0 ? ldc : N;
-    const bool add = t == 0 && prefill<float>(M, N, bias, acc, c, ldc);
+    const Start<float> mine = t == 0 ? s : Start<float>{};
     if (k1 > k0)
-      gemm_direct(true, tb, M, N, k1 - k0, a + k0 * lda, lda, b + (tb ? k0 : k0 * ldb), ldb, dst, ldd, add,
-                  direct_gemm_isa(), my_sums);
-    else if (!add) fill_rows<float>(M, N, nullptr, dst, ldd);
+      gemm_direct(true, tb, M, N, k1 - k0, a + k0 * lda, lda, b + (tb ? k0 : k0 * ldb), ldb, dst, ldd,
+                  {mine.r, mine.ldr, mine.bias}, direct_gemm_isa(), my_sums);
+    else if (!prefill<float>(M, N, mine, dst, ldd))
+      fill_rows<float>(M, N, nullptr, dst, ldd);
   }
   for (int t = 1; t < nt; ++t)
     for (int64_t i = 0; i < M; ++i)
@@ -116,10 +128,10 @@ bool splits_over_k(bool tb, int64_t M, int64_t N, int64_t K) {
 // here, [8192,64]@[64,192] took 2.6 ms with its 2 threads and 1.05 ms split by rows.
 template <class T>
 void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
-                int64_t ldb, T* c, int64_t ldc, const T* bias, bool acc) {
+                int64_t ldb, T* c, int64_t ldc, const Start<T>& s) {
   const int nt = omp_get_max_threads();
   if (nt == 1 || omp_in_parallel() || M * N * K < kMinParallelWork)
-    return gemm_serial<T>(bf16, ta, tb, M, N, K, a, lda, b, ldb, c, ldc, bias, acc);
+    return gemm_serial<T>(bf16, ta, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
   const bool rows = M >= N;
   // A weight gradient (a read transposed, K long, a small output). Where the direct kernel takes
   // each thread's slice of K, the threads split K: each reads only its rows of a and b (a row split
@@ -130,8 +142,8 @@ void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, co
   // repacks all of b: 1.05-1.5x on the ViT's and the char-GPT's dW products.
   if (ta && !bf16) {
     if constexpr (std::is_same_v<T, float>)
-      if (splits_over_k(tb, M, N, K)) return gemm_split_k(nt, tb, M, N, K, a, lda, b, ldb, c, ldc, bias, acc);
-    const bool add = prefill<T>(M, N, bias, acc, c, ldc);
+      if (splits_over_k(tb, M, N, K)) return gemm_split_k(nt, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
+    const bool add = prefill<T>(M, N, s, c, ldc);
     return blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, add ? T(1) : T(0), c, ldc);
   }
 #pragma omp parallel num_threads(nt)
@@ -140,11 +152,10 @@ void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, co
     const int64_t i0 = len * t / nt, i1 = len * (t + 1) / nt;
     if (i1 > i0) {
       if (rows)  // rows i0..i1 of a: a row offset, or a column offset when a is stored transposed
-        gemm_serial<T>(bf16, ta, tb, i1 - i0, N, K, a + (ta ? i0 : i0 * lda), lda, b, ldb, c + i0 * ldc, ldc, bias,
-                       acc);
+        gemm_serial<T>(bf16, ta, tb, i1 - i0, N, K, a + (ta ? i0 : i0 * lda), lda, b, ldb, c + i0 * ldc, ldc,
+                       s.rows(i0));
       else  // columns i0..i1 of b and c
-        gemm_serial<T>(bf16, ta, tb, M, i1 - i0, K, a, lda, b + (tb ? i0 * ldb : i0), ldb, c + i0, ldc,
-                       bias ? bias + i0 : nullptr, acc);
+        gemm_serial<T>(bf16, ta, tb, M, i1 - i0, K, a, lda, b + (tb ? i0 * ldb : i0), ldb, c + i0, ldc, s.cols(i0));
     }
   }
 }
@@ -158,22 +169,19 @@ void CpuBackend::linear_weight_grad(const Tensor& g, const Tensor& x, const Tens
       !splits_over_k(false, out, in, rows))
     return Backend::linear_weight_grad(g, x, dw, db);
   gemm_split_k(omp_get_max_threads(), false, out, in, rows, g.data<float>(), out, x.data<float>(), in,
-               dw.data<float>(), in, nullptr, false, db.data<float>());
+               dw.data<float>(), in, {}, db.data<float>());
 }
 
 void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor& bias,
-                      bool accumulate) {
-  const kernel_checks::GemmShape g = kernel_checks::gemm(a_in, b_in, out, bias);
+                      const Tensor& residual) {
+  const kernel_checks::GemmShape g = kernel_checks::gemm(a_in, b_in, out, bias, residual);
   const int64_t batch = g.batch, M = g.M, N = g.N, K = g.K;
   if (out.numel() == 0) return;
-  if (K == 0) {  // an empty sum: out as it was, or zeros, plus the bias (BLAS would be asked for lda = 0)
-    if (accumulate) {
-      if (bias.defined()) binary(BinaryOp::Add, out, bias.expand(out.shape()), out);
-    } else if (bias.defined()) {
-      copy(bias.expand(out.shape()), out);
-    } else {
-      fill(out, 0.0);
-    }
+  if (K == 0) {  // an empty sum: the residual, the bias, both or zeros (BLAS would be asked for lda = 0)
+    if (residual.defined() && bias.defined()) binary(BinaryOp::Add, residual, bias.expand(out.shape()), out);
+    else if (residual.defined()) copy(residual, out);
+    else if (bias.defined()) copy(bias.expand(out.shape()), out);
+    else fill(out, 0.0);
     return;
   }
   const Tensor a = kernel_checks::blas_operand(a_in), b = kernel_checks::blas_operand(b_in);
@@ -186,16 +194,17 @@ void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out,
 
   dispatch_floating(out.dtype(), "gemm", [&]<class T>() {
     const T *pa = a.data<T>(), *pb = b.data<T>(), *pbias = bias.defined() ? bias.data<T>() : nullptr;
+    const T* pr = residual.defined() ? residual.data<T>() : nullptr;  // contiguous like out (kernel_checks)
     T* pc = out.data<T>();
     if (fold) {
-      gemm_split<T>(bf16, false, vb.trans, batch * M, N, K, pa, va.ld, pb, vb.ld, pc, N, pbias, accumulate);
+      gemm_split<T>(bf16, false, vb.trans, batch * M, N, K, pa, va.ld, pb, vb.ld, pc, N, Start<T>{pr, N, pbias});
       return;
     }
     parallel_if(batch > 1 && M * N * K <= kSmallGemm && batch * M * N * K >= kMinParallelWork, [&] {
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < batch; ++i)
         gemm_split<T>(bf16, va.trans, vb.trans, M, N, K, pa + i * sa, va.ld, pb + i * sb, vb.ld, pc + i * M * N, N,
-                      pbias, accumulate);
+                      Start<T>{pr ? pr + i * M * N : nullptr, N, pbias});
     });
   });
 }

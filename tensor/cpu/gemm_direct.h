@@ -22,12 +22,21 @@ enum class DirectIsa { None, Avx2, Avx512 };
 DirectIsa direct_gemm_isa();  // the widest this CPU runs
 bool has_direct_gemm();       // direct_gemm_isa() != None
 
-// c[M,N] = a[M,K]·b[K,N] (or += when accumulate), row-major, a or b read transposed in place (ta,
-// tb) as in blas_gemm. Serial; needs K > 0 and a kernel `isa` this CPU runs (tests pick the
-// narrower one). With ta, a_sums (M doubles, or null) also gets a_sums[i] += Σ_k a(i, k): for a
-// weight gradient dW = dYᵀ·X, the bias gradient's column sums of dY, read while dY is in cache.
+// What the product is added to, in the kernel's epilogue as it stores each tile of c: r [M, N] (rows
+// ldr apart; r = c accumulates, any other r must not overlap c) and a bias row of N floats. Either
+// may be null; both are added as the one value r + bias.
+struct Addend {
+  const float* r = nullptr;
+  int64_t ldr = 0;
+  const float* bias = nullptr;
+};
+
+// c[M,N] = a[M,K]·b[K,N] + the addend, row-major, a or b read transposed in place (ta, tb) as in
+// blas_gemm. Serial; needs K > 0 and a kernel `isa` this CPU runs (tests pick the narrower one).
+// With ta, a_sums (M doubles, or null) also gets a_sums[i] += Σ_k a(i, k): for a weight gradient
+// dW = dYᵀ·X, the bias gradient's column sums of dY, read while dY is in cache.
 void gemm_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc, bool accumulate = false, DirectIsa isa = direct_gemm_isa(),
+                 int64_t ldb, float* c, int64_t ldc, Addend add = {}, DirectIsa isa = direct_gemm_isa(),
                  double* a_sums = nullptr);
 
 // Whether matmul takes gemm_direct for this serial product: the shapes above, where it was

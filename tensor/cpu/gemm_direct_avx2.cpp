@@ -29,8 +29,9 @@ struct Vec256 {
 }  // namespace
 
 void gemm_direct_avx2(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
-                      const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bp, double* a_sums) {
-  direct_kernel::gemm<Vec256, 2>(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate, bp, a_sums);
+                      const float* b, int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr,
+                      const float* bias, float* bp, double* a_sums) {
+  direct_kernel::gemm<Vec256, 2>(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, r, ldr, bias, bp, a_sums);
 }
 
 }  // namespace linea::cpu

@@ -27,16 +27,18 @@ constexpr int64_t kc_max(bool ta) {
   return ta || Vec::W > 8 ? 128 : KC;
 }
 
-// C[0..R, 0..V·W] (=, or += when accumulate) = Σ_k a(i, k)·b[k][j] over kc steps, with a(i, k)
-// at a[i*ai + k*ak]. Unless Full, the lanes of the last vector past C's edge are masked off by
-// `tail`. A full tile uses no masked loads or stores: on Zen 3 a masked store (vmaskmovps) is
-// microcoded, and with every tile's last vector masked the attention kernels' 64x64x16 tiles ran
-// 1.2x slower (session 15).
+// C[0..R, 0..V·W] = Σ_k a(i, k)·b[k][j] over kc steps, plus r[i*ldr + j] where r is not null (r == c
+// accumulates) and bias[j] where bias is not null, added to the sum as one value r + bias (the
+// rounding of a start value written into C before the product). With a(i, k) at a[i*ai + k*ak].
+// Unless Full, the lanes of the last vector past C's edge are masked off by `tail`. A full tile
+// uses no masked loads or stores: on Zen 3 a masked store (vmaskmovps) is microcoded, and with
+// every tile's last vector masked the attention kernels' 64x64x16 tiles ran 1.2x slower (session 15).
 template <class Vec, int R, int V, bool Full>
 void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, int64_t ldb, float* c, int64_t ldc,
-          typename Vec::mask tail, bool accumulate) {
+          const float* r, int64_t ldr, const float* bias, typename Vec::mask tail) {
   using reg = typename Vec::reg;
   constexpr int W = Vec::W;
+  auto load = [&](const float* p, int v) { return Full || v < V - 1 ? Vec::load(p + W * v) : Vec::load(p + W * v, tail); };
   reg acc[R][V];
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i)
@@ -45,7 +47,7 @@ void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, in
   for (int64_t k = 0; k < kc; ++k, a += ak, b += ldb) {
     reg bv[V];
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) bv[v] = Full || v < V - 1 ? Vec::load(b + W * v) : Vec::load(b + W * v, tail);
+    for (int v = 0; v < V; ++v) bv[v] = load(b, v);
 #pragma GCC unroll 6
     for (int i = 0; i < R; ++i) {
       const reg x = Vec::set1(a[i * ai]);
@@ -53,36 +55,38 @@ void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, in
       for (int v = 0; v < V; ++v) acc[i][v] = Vec::fma(x, bv[v], acc[i][v]);
     }
   }
+  reg bias_v[V];
+  if (bias)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) bias_v[v] = load(bias, v);
 #pragma GCC unroll 6
-  for (int i = 0; i < R; ++i, c += ldc)
+  for (int i = 0; i < R; ++i, c += ldc, r += r ? ldr : 0)
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
-      if (Full || v < V - 1) {
-        if (accumulate) acc[i][v] = Vec::add(acc[i][v], Vec::load(c + W * v));
-        Vec::store(c + W * v, acc[i][v]);
-      } else {
-        if (accumulate) acc[i][v] = Vec::add(acc[i][v], Vec::load(c + W * v, tail));
-        Vec::store(c + W * v, tail, acc[i][v]);
-      }
+      if (r) acc[i][v] = Vec::add(acc[i][v], bias ? Vec::add(load(r, v), bias_v[v]) : load(r, v));
+      else if (bias) acc[i][v] = Vec::add(acc[i][v], bias_v[v]);
+      if (Full || v < V - 1) Vec::store(c + W * v, acc[i][v]);
+      else Vec::store(c + W * v, tail, acc[i][v]);
     }
 }
 
 template <class Vec, int R, int V, bool Full>
 void tile_rows(int64_t mr, int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, int64_t ldb, float* c,
-               int64_t ldc, typename Vec::mask tail, bool accumulate) {
+               int64_t ldc, const float* r, int64_t ldr, const float* bias, typename Vec::mask tail) {
   if constexpr (R > 1)
-    if (mr < R) return tile_rows<Vec, R - 1, V, Full>(mr, kc, a, ai, ak, b, ldb, c, ldc, tail, accumulate);
-  tile<Vec, R, V, Full>(kc, a, ai, ak, b, ldb, c, ldc, tail, accumulate);
+    if (mr < R) return tile_rows<Vec, R - 1, V, Full>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail);
+  tile<Vec, R, V, Full>(kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail);
 }
 
 // tile<Vec, mr, v, full> for 1 <= mr <= MR and 1 <= v <= NV.
 template <class Vec, int NV>
 void tile_any(int64_t mr, int64_t v, bool full, int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b,
-              int64_t ldb, float* c, int64_t ldc, typename Vec::mask tail, bool accumulate) {
+              int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr, const float* bias,
+              typename Vec::mask tail) {
   if constexpr (NV > 1)
-    if (v < NV) return tile_any<Vec, NV - 1>(mr, v, full, kc, a, ai, ak, b, ldb, c, ldc, tail, accumulate);
-  if (full) tile_rows<Vec, MR, NV, true>(mr, kc, a, ai, ak, b, ldb, c, ldc, tail, accumulate);
-  else tile_rows<Vec, MR, NV, false>(mr, kc, a, ai, ak, b, ldb, c, ldc, tail, accumulate);
+    if (v < NV) return tile_any<Vec, NV - 1>(mr, v, full, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail);
+  if (full) tile_rows<Vec, MR, NV, true>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail);
+  else tile_rows<Vec, MR, NV, false>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail);
 }
 
 // B's block (kc rows from its row pc) packed as column strips of NR: strip s holds b(k, s·NR + j)
@@ -118,18 +122,22 @@ void pack_b(bool tb, const float* b, int64_t ldb, int64_t pc, int64_t kc, int64_
 // is the long operand streamed once: packed, [8192, 64..192]ᵀ·[8192, 64..128] ran 0.85-1.0x.
 constexpr int64_t kPackRows = 64;
 
-// c[M,N] (+)= a[M,K]·b[K,N] as in gemm_direct. `bp` is scratch for KC·(N + NR) floats. With ta
-// and `a_sums`, also a_sums[i] += Σ_k a(i, k) in double (as the CPU's sums accumulate), each block
-// of a summed right after its tiles read it, while it is still in cache.
+// c[M,N] = a[M,K]·b[K,N] + r + bias as in gemm_direct. `bp` is scratch for KC·(N + NR) floats. The
+// first block of K adds r and the bias; the blocks after it add into c. With ta and `a_sums`, also
+// a_sums[i] += Σ_k a(i, k) in double (as the CPU's sums accumulate), each block of a summed right
+// after its tiles read it, while it is still in cache.
 template <class Vec, int NV>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float* c, int64_t ldc, bool accumulate, float* bp, double* a_sums) {
+          int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr, const float* bias, float* bp,
+          double* a_sums) {
   constexpr int64_t NR = int64_t(Vec::W) * NV;
   const int64_t ai = ta ? 1 : lda, ak = ta ? lda : 1;
   const bool pack = tb || (!ta && M >= kPackRows);
   const int64_t kb = kc_max<Vec>(ta);
   for (int64_t pc = 0; pc < K; pc += kb) {
     const int64_t kc = K - pc < kb ? K - pc : kb;
+    const float *rb = pc ? c : r, *bias_b = pc ? nullptr : bias;
+    const int64_t ldrb = pc ? ldc : ldr;
     if (pack) pack_b<Vec, NV>(tb, b, ldb, pc, kc, N, bp);
     for (int64_t mc = 0; mc < M; mc += MC) {
       const int64_t m1 = M - mc < MC ? M : mc + MC;
@@ -141,8 +149,8 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int
         const int64_t lds = pack ? NR : ldb;
         for (int64_t ic = mc; ic < m1; ic += MR) {
           const int64_t mr = m1 - ic < MR ? m1 - ic : MR;
-          tile_any<Vec, NV>(mr, v, lanes == Vec::W, kc, a + ic * ai + pc * ak, ai, ak, bs, lds, c + ic * ldc + jc,
-                            ldc, tail, accumulate || pc > 0);
+          tile_any<Vec, NV>(mr, v, lanes == Vec::W, kc, a + ic * ai + pc * ak, ai, ak, bs, lds, c + ic * ldc + jc, ldc,
+                            rb ? rb + ic * ldrb + jc : nullptr, ldrb, bias_b ? bias_b + jc : nullptr, tail);
         }
       }
     }
