@@ -51,7 +51,8 @@ template <class T>
 void tile_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b, int64_t ldb,
                bool accumulate, T* c, int64_t ldc) {
   if constexpr (std::is_same_v<T, float>)
-    if (has_direct_gemm()) return gemm_direct(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, {accumulate ? c : nullptr, ldc});
+    if (has_direct_gemm())
+      return gemm_direct(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, {accumulate ? c : nullptr, ldc});
   blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, accumulate ? T(1) : T(0), c, ldc);
 }
 

@@ -133,7 +133,8 @@ template <class T>
 void mm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
         int64_t ldc, bool accumulate = false) {
   if constexpr (std::is_same_v<T, float>)
-    if (direct_gemm_pays(ta, tb, m, n, k)) return gemm_direct(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, {accumulate ? c : nullptr, ldc});
+    if (direct_gemm_pays(ta, tb, m, n, k))
+      return gemm_direct(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, {accumulate ? c : nullptr, ldc});
   blas_gemm<T>(ta, tb, m, n, k, a, lda, b, ldb, accumulate ? T(1) : T(0), c, ldc);
 }
 

@@ -38,7 +38,9 @@ void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, in
           const float* r, int64_t ldr, const float* bias, typename Vec::mask tail) {
   using reg = typename Vec::reg;
   constexpr int W = Vec::W;
-  auto load = [&](const float* p, int v) { return Full || v < V - 1 ? Vec::load(p + W * v) : Vec::load(p + W * v, tail); };
+  auto load = [&](const float* p, int v) {
+    return Full || v < V - 1 ? Vec::load(p + W * v) : Vec::load(p + W * v, tail);
+  };
   reg acc[R][V];
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i)
