@@ -188,17 +188,18 @@ void through_features(const T* __restrict dfx, const T* __restrict f, const T* _
   }
 }
 
-// dU' = [Ḡ | δ] = [G / r | −rowsum(G ∘ O) / r] for a block's rows.
+// dU' = [Ḡ | δ] = [G / r | −rowsum(G ∘ O) / r] for a block's rows; G's and O's rows ldg and ldo
+// apart, read where they lie (nothing else reads them, so they are not gathered).
 template <class T>
-void normalised_grad(const T* __restrict grad, const T* __restrict out, const T* __restrict r, int64_t rows,
-                     int64_t dv, T* __restrict gbar, T* __restrict delta) {
+void normalised_grad(const T* __restrict grad, int64_t ldg, const T* __restrict out, int64_t ldo,
+                     const T* __restrict r, int64_t rows, int64_t dv, T* __restrict gbar, T* __restrict delta) {
   for (int64_t t = 0; t < rows; ++t) {
     const T inv = T(1) / r[t];
     T dot = 0;
 #pragma omp simd reduction(+ : dot)
     for (int64_t c = 0; c < dv; ++c) {
-      gbar[t * dv + c] = grad[t * dv + c] * inv;
-      dot += grad[t * dv + c] * out[t * dv + c];
+      gbar[t * dv + c] = grad[t * ldg + c] * inv;
+      dot += grad[t * ldg + c] * out[t * ldo + c];
     }
     delta[t] = -dot * inv;
   }
@@ -392,14 +393,14 @@ struct BackwardScratch {
 
 // One pair's dq, dk, dv and its part of dW (dmix_pair, [M, M]).
 template <FeatureMap fm, class T>
-void backward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w, T eps, const T* out, const T* grad,
-                   const T* sp, const T* shp, const T* rp, T* dq, T* dk, T* dvo, T* dmix_pair, BackwardScratch<T>& b) {
+void backward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w, T eps, const T* out, int64_t ldo,
+                   const T* grad, int64_t ldg, const T* sp, const T* shp, const T* rp, T* dq, T* dk, T* dvo, T* dmix_pair, BackwardScratch<T>& b) {
   const int64_t d = g.d, dv = g.dv, e = dv + 1, se = g.block();
   for (int64_t i = 0; i < g.M; ++i) {
     const int64_t rows = g.rows(i), t0 = i * g.L;
     const T *shi = shp + i * se, *qi = q + t0 * d;
     T* dshi = b.dsh.data() + i * se;
-    normalised_grad(grad + t0 * dv, out + t0 * dv, rp + t0, rows, dv, b.gbar.data(), b.delta.data());
+    normalised_grad(grad + t0 * ldg, ldg, out + t0 * ldo, ldo, rp + t0, rows, dv, b.gbar.data(), b.delta.data());
     // dφQ_i = dU' Ŝ'_iᵀ = Ḡ Ŝ_iᵀ + δ ẑ_iᵀ, then φ'
     mm<T>(false, true, rows, d, dv, b.gbar.data(), dv, shi, e, b.dfx.data(), d);
     column(shi, d, e, dv, b.z.data());  // ẑ_i
@@ -441,14 +442,14 @@ void backward(const Dims& g, const Backend::MHLAArgs& a, Rows<const T> Q, Rows<c
     BackwardScratch<T> scratch(a.causal ? Dims{} : g);
     CausalScratch<T> cs(a.causal ? g : Dims{}, true);
     std::vector<T> qb = buffer<T>(Q.contiguous, n * d), kb = buffer<T>(K.contiguous, n * d),
-                   vb = buffer<T>(V.contiguous, n * dv), ob = buffer<T>(Out.contiguous, n * dv),
-                   gb = buffer<T>(G.contiguous, n * dv), dqb = buffer<T>(DQ.contiguous, n * d),
+                   vb = buffer<T>(V.contiguous, n * dv), gb = buffer<T>(G.contiguous || !a.causal, n * dv),
+                   dqb = buffer<T>(DQ.contiguous, n * d),
                    dkb = buffer<T>(DK.contiguous, n * d), dvb = buffer<T>(DV.contiguous, n * dv);
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < g.BH / hp; ++task) {
       const int64_t bh0 = task * hp;
       const T *q = gather(Q, bh0, hp, g.N, qb), *k = gather(K, bh0, hp, g.N, kb), *v = gather(V, bh0, hp, g.N, vb);
-      const T *out = a.causal ? nullptr : gather(Out, bh0, hp, g.N, ob), *grad = gather(G, bh0, hp, g.N, gb);
+      const T* grad = a.causal ? gather(G, bh0, hp, g.N, gb) : nullptr;  // the causal pair's products read it
       T *dq = target(DQ, bh0, dqb), *dk = target(DK, bh0, dkb), *dvo = target(DV, bh0, dvb);
       for (int64_t h = 0; h < hp; ++h) {
         const int64_t bh = bh0 + h, od = h * g.N * d, odv = h * g.N * dv;
@@ -457,9 +458,9 @@ void backward(const Dims& g, const Backend::MHLAArgs& a, Rows<const T> Q, Rows<c
                                    s + bh * g.M * se, sh + bh * g.M * se, dq + od, dk + od, dvo + odv,
                                    dmix_pairs.data() + bh * MM, cs);
         else
-          backward_pair<fm>(g, q + od, k + od, v + odv, w, eps, out + odv, grad + odv, s + bh * g.M * se,
-                            sh + bh * g.M * se, r + bh * g.N, dq + od, dk + od, dvo + odv, dmix_pairs.data() + bh * MM,
-                            scratch);
+          backward_pair<fm>(g, q + od, k + od, v + odv, w, eps, Out.pair(bh), Out.ld, G.pair(bh), G.ld,
+                            s + bh * g.M * se, sh + bh * g.M * se, r + bh * g.N, dq + od, dk + od, dvo + odv,
+                            dmix_pairs.data() + bh * MM, scratch);
       }
       scatter(DQ, bh0, hp, g.N, dqb);
       scatter(DK, bh0, hp, g.N, dkb);
