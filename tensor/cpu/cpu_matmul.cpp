@@ -43,20 +43,10 @@ void fill_rows(int64_t M, int64_t N, const T* bias, T* c, int64_t ldc) {
 // The fill is for the layers' products; small ones (attention and MHLA tiles) keep beta = 0.
 constexpr int64_t kFillFirst = 64 * 64;
 
-// What a product adds to (backend.h's residual and bias): r [M, N] rows ldr apart (r == c: c's own
-// values), a bias row, either null. The direct kernel adds them as it stores c (gemm_direct.h).
+// c = r + bias (or either alone: gemm_direct.h's GemmAddend) ahead of a BLAS product with beta = 1;
+// says whether c holds a start.
 template <class T>
-struct Start {
-  const T* r = nullptr;
-  int64_t ldr = 0;
-  const T* bias = nullptr;
-  Start rows(int64_t i0) const { return {r ? r + i0 * ldr : nullptr, ldr, bias}; }
-  Start cols(int64_t j0) const { return {r ? r + j0 : nullptr, ldr, bias ? bias + j0 : nullptr}; }
-};
-
-// c = r + bias (or either alone) ahead of a BLAS product with beta = 1; says whether c holds a start.
-template <class T>
-bool prefill(int64_t M, int64_t N, const Start<T>& s, T* c, int64_t ldc) {
+bool prefill(int64_t M, int64_t N, const GemmAddend<T>& s, T* c, int64_t ldc) {
   if (!s.r) {
     if (s.bias) fill_rows<T>(M, N, s.bias, c, ldc);
     return s.bias != nullptr;
@@ -71,11 +61,10 @@ bool prefill(int64_t M, int64_t N, const Start<T>& s, T* c, int64_t ldc) {
 // direct kernel where it beats BLAS (gemm_direct.h), which adds the start as it stores c.
 template <class T>
 void gemm_serial(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
-                 int64_t ldb, T* c, int64_t ldc, const Start<T>& s) {
+                 int64_t ldb, T* c, int64_t ldc, const GemmAddend<T>& s) {
   if constexpr (std::is_same_v<T, float>) {
-    if (!bf16 && direct_gemm_pays(ta, tb, M, N, K))
-      return gemm_direct(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, {s.r, s.ldr, s.bias});
     if (bf16) return gemm_bf16(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, prefill<T>(M, N, s, c, ldc));
+    if (direct_gemm_pays(ta, tb, M, N, K)) return gemm_direct(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
   }
   const bool add = prefill<T>(M, N, s, c, ldc);
   const bool zero_first = !add && M * N >= kFillFirst;
@@ -88,7 +77,7 @@ void gemm_serial(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, c
 // a_sums (M floats), also a_sums[i] = Σ_k a(i, k), each thread summing its slice in double as it
 // reads it.
 void gemm_split_k(int nt, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                  int64_t ldb, float* c, int64_t ldc, const Start<float>& s, float* a_sums = nullptr) {
+                  int64_t ldb, float* c, int64_t ldc, const GemmAddend<float>& s, float* a_sums = nullptr) {
   std::vector<float> part(static_cast<size_t>(nt - 1) * M * N);
   std::vector<double> sums(a_sums ? static_cast<size_t>(nt) * M : 0, 0.0);
 #pragma omp parallel num_threads(nt)
@@ -98,10 +87,10 @@ void gemm_split_k(int nt, bool tb, int64_t M, int64_t N, int64_t K, const float*
     float* dst = t == 0 ? c : part.data() + (t - 1) * M * N;
     double* my_sums = a_sums ? sums.data() + t * M : nullptr;
     const int64_t ldd = t == 0 ? ldc : N;
-    const Start<float> mine = t == 0 ? s : Start<float>{};
+    const GemmAddend<float> mine = t == 0 ? s : GemmAddend<float>{};
     if (k1 > k0)
-      gemm_direct(true, tb, M, N, k1 - k0, a + k0 * lda, lda, b + (tb ? k0 : k0 * ldb), ldb, dst, ldd,
-                  {mine.r, mine.ldr, mine.bias}, direct_gemm_isa(), my_sums);
+      gemm_direct(true, tb, M, N, k1 - k0, a + k0 * lda, lda, b + (tb ? k0 : k0 * ldb), ldb, dst, ldd, mine,
+                  direct_gemm_isa(), my_sums);
     else if (!prefill<float>(M, N, mine, dst, ldd))
       fill_rows<float>(M, N, nullptr, dst, ldd);
   }
@@ -128,7 +117,7 @@ bool splits_over_k(bool tb, int64_t M, int64_t N, int64_t K) {
 // here, [8192,64]@[64,192] took 2.6 ms with its 2 threads and 1.05 ms split by rows.
 template <class T>
 void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
-                int64_t ldb, T* c, int64_t ldc, const Start<T>& s) {
+                int64_t ldb, T* c, int64_t ldc, const GemmAddend<T>& s) {
   const int nt = omp_get_max_threads();
   if (nt == 1 || omp_in_parallel() || M * N * K < kMinParallelWork)
     return gemm_serial<T>(bf16, ta, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
@@ -197,14 +186,14 @@ void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out,
     const T* pr = residual.defined() ? residual.data<T>() : nullptr;  // contiguous like out (kernel_checks)
     T* pc = out.data<T>();
     if (fold) {
-      gemm_split<T>(bf16, false, vb.trans, batch * M, N, K, pa, va.ld, pb, vb.ld, pc, N, Start<T>{pr, N, pbias});
+      gemm_split<T>(bf16, false, vb.trans, batch * M, N, K, pa, va.ld, pb, vb.ld, pc, N, GemmAddend<T>{pr, N, pbias});
       return;
     }
     parallel_if(batch > 1 && M * N * K <= kSmallGemm && batch * M * N * K >= kMinParallelWork, [&] {
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < batch; ++i)
         gemm_split<T>(bf16, va.trans, vb.trans, M, N, K, pa + i * sa, va.ld, pb + i * sb, vb.ld, pc + i * M * N, N,
-                      Start<T>{pr ? pr + i * M * N : nullptr, N, pbias});
+                      GemmAddend<T>{pr ? pr + i * M * N : nullptr, N, pbias});
     });
   });
 }

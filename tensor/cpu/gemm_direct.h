@@ -22,14 +22,19 @@ enum class DirectIsa { None, Avx2, Avx512 };
 DirectIsa direct_gemm_isa();  // the widest this CPU runs
 bool has_direct_gemm();       // direct_gemm_isa() != None
 
-// What the product is added to, in the kernel's epilogue as it stores each tile of c: r [M, N] (rows
-// ldr apart; r = c accumulates, any other r must not overlap c) and a bias row of N floats. Either
-// may be null; both are added as the one value r + bias.
-struct Addend {
-  const float* r = nullptr;
+// What a product is added to (Backend::gemm's residual and bias): r [M, N] (rows ldr apart; r = c
+// accumulates, any other r must not overlap c) and a bias row of N. Either may be null; both are
+// added as the one value r + bias. The direct kernel adds them as it stores each tile of c;
+// cpu_matmul.cpp writes them into c ahead of BLAS. rows() and cols() are a block's share.
+template <class T>
+struct GemmAddend {
+  const T* r = nullptr;
   int64_t ldr = 0;
-  const float* bias = nullptr;
+  const T* bias = nullptr;
+  GemmAddend rows(int64_t i0) const { return {r ? r + i0 * ldr : nullptr, ldr, bias}; }
+  GemmAddend cols(int64_t j0) const { return {r ? r + j0 : nullptr, ldr, bias ? bias + j0 : nullptr}; }
 };
+using Addend = GemmAddend<float>;
 
 // c[M,N] = a[M,K]·b[K,N] + the addend, row-major, a or b read transposed in place (ta, tb) as in
 // blas_gemm. Serial; needs K > 0 and a kernel `isa` this CPU runs (tests pick the narrower one).
