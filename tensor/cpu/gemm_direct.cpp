@@ -31,8 +31,12 @@ bool has_direct_gemm() { return direct_gemm_isa() != DirectIsa::None; }
 // Measured at one thread against cblas_sgemm on the same operands.
 // AVX-512: 1.15-1.45x OpenBLAS on the models' weight gradients and 1.1-1.4x on their [8192, C] x
 // [C, N] products up to N = 256; slower from N = 512 (C's tile row outgrows what one pass over A
-// pays for) and on tiny products whose transposed operand costs more to copy or broadcast than
-// the product itself.
+// pays for). On the tiny products of MHLA and the attention kernels (Zen 4, session 19, 1 thread,
+// warm, min of 5 x 20,000 calls): with B transposed the direct kernel is 1.15-1.65x OpenBLAS from
+// M = N up (16x16x16 150-173 against 248-283 ns; 32x32x32, 64x64x16..64, 128x64x64, 256x256x16),
+// 0.89-0.95x on the short, wide 16x64x64; untransposed, OpenBLAS's small-matrix kernels are
+// 1.03-1.28x faster up to 64x64x64 (16x16x16 97 against 110-124 ns) and 0.87-0.89x from 128³ and
+// 256x64x64; with A transposed OpenBLAS is 1.2-1.3x faster at 16x16x16.
 // AVX2 (Zen 3): the tiny products (16x16x17 1.15-1.3x, 16x16x16 1.7-1.8x, 4x4x272 1.16x; with
 // a transposed B in 8x8 register blocks 64x64x16 1.25x, 64x64x32 1.2x). Since full tiles stopped
 // using masked loads and stores, A is blocked by MC rows and B packed in strips (session 15), also
@@ -54,9 +58,9 @@ bool direct_gemm_pays(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
     case DirectIsa::Avx512: break;
   }
   if (N > 256) return false;
-  if (tb) return M >= 512;             // the copy of B's block is shared by many rows
+  if (tb) return M >= N;                // B's block copied into strips for at least as many rows
   if (ta) return K >= 256 && M <= 256;  // weight gradients: a small output, a long K
-  return true;
+  return M * N * K > 64 * 64 * 64;      // below, OpenBLAS's small-matrix kernels are faster
 }
 
 void gemm_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
