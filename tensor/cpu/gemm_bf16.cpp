@@ -4,8 +4,10 @@
 //
 // vdpbf16ps multiplies bf16 *pairs*: lane j of the result gains a[2p]*b[2p][j] + a[2p+1]*b[2p+1][j].
 // So the packed layouts hold, for each pair index p, a 32-bit word (k = 2p in the low half, 2p+1 in
-// the high half; an odd K is padded with a zero): A as [sliver][p][MR] (one word broadcast per row)
-// and B as [panel][p][NR] (two zmm loads per p).
+// the high half; an odd K is padded with a zero): B as [panel][p][NR] (two zmm loads per p) and A,
+// one word broadcast per row, as [sliver][row][KC/2] where A's rows are contiguous in k (each row
+// converted with whole-vector loads and stores), else as [sliver][p][MR] (16 rows of one k pair
+// interleaved at a time).
 #include "linea/tensor/cpu/gemm_bf16.h"
 
 #include <immintrin.h>
@@ -29,7 +31,7 @@ namespace {
 
 constexpr int MR = 12, NR = 32;
 // L1 holds one B panel (KC/2 * NR words = 16 KB) and an A sliver (6 KB); L2 the packed blocks.
-constexpr int64_t KC = 256, MC = 10 * MR, NC = 16 * NR;
+constexpr int64_t KC = 256, MC = 10 * MR, NC = 16 * NR, KP = KC / 2;
 
 // x rounded to bf16, as the high half of a float32's bits. Branch-free, so rounding loops vectorise.
 inline uint32_t bf16_high_bits(float x) {
@@ -63,6 +65,28 @@ LINEA_BF16_TARGET void pairs_interleaved(const float* lo, const float* hi, int l
   _mm512_mask_storeu_epi32(dst, width >= 16 ? 0xFFFF : __mmask16((1u << width) - 1), w);
 }
 
+// dst[q] = the pair (src[2q], src[2q+1]) for the (n+1)/2 pairs of n contiguous floats.
+LINEA_BF16_TARGET void pairs_contiguous(const float* src, int64_t n, uint32_t* dst) {
+  for (int64_t k = 0; k < n; k += 32) {
+    const int64_t left = std::min<int64_t>(32, n - k), words = (left + 1) / 2;
+    const __mmask16 m0 = left >= 16 ? 0xFFFF : __mmask16((1u << left) - 1);
+    const __mmask16 m1 = left <= 16 ? 0 : left >= 32 ? 0xFFFF : __mmask16((1u << (left - 16)) - 1);
+    const __m512 lo = _mm512_maskz_loadu_ps(m0, src + k), hi = _mm512_maskz_loadu_ps(m1, src + k + 16);
+    _mm512_mask_storeu_epi32(dst + k / 2, words >= 16 ? 0xFFFF : __mmask16((1u << words) - 1),
+                             (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+  }
+}
+
+// Rows i0 .. i0+n (n <= MR), depth k0 .. k0+kc of a row-major A (element (i, k) at x[i*ld + k]) into
+// one sliver [MR][KP]; rows past n are zero.
+LINEA_BF16_TARGET void pack_a_rows(const float* x, int64_t ld, int64_t i0, int64_t n, int64_t k0, int64_t kc,
+                                   uint32_t* dst) {
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t r = 0; r < MR; ++r, dst += KP)
+    if (r < n) pairs_contiguous(x + (i0 + r) * ld + k0, kc, dst);
+    else std::fill(dst, dst + kp, 0u);
+}
+
 // Rows i0 .. i0+n, depth k0 .. k0+kc of an operand into W-wide strips, [strip][p][W] (A's slivers:
 // W = MR, B's panels: W = NR); rows past n are zero. Element (i, k) is at x[i*ld + k] when
 // k_contiguous, else at x[k*ld + i].
@@ -89,30 +113,37 @@ LINEA_BF16_TARGET void pack(bool k_contiguous, const float* x, int64_t ld, int64
   }
 }
 
-// C[0..mr, 0..nr] (=, or += when accumulate) the product of one A sliver and one B panel.
+// C[0..mr, 0..nr] (=, or += when accumulate) the product of one A sliver and one B panel; the
+// sliver's word (row i, pair p) at A[i*AR + p*AP]: AR = KP, AP = 1 or AR = 1, AP = MR (see above).
+// The stores are unrolled over all MR rows (each under i < mr), so that the accumulators stay in
+// registers: with a loop to mr GCC stored all 24 to the stack first.
+template <int AR, int AP>
 LINEA_BF16_TARGET void micro_kernel(int64_t kp, const uint32_t* A, const uint32_t* B, float* C, int64_t ldc, int mr,
                                     int nr, bool accumulate) {
   __m512 c0[MR], c1[MR];
 #pragma GCC unroll 12
   for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < kp; ++p, A += MR, B += NR) {
+  for (int64_t p = 0; p < kp; ++p, A += AP, B += NR) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B), b1 = (__m512bh)_mm512_loadu_si512(B + 16);
 #pragma GCC unroll 12
     for (int i = 0; i < MR; ++i) {
-      const __m512bh ai = (__m512bh)_mm512_set1_epi32(int(A[i]));
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(int(A[i * AR]));
       c0[i] = _mm512_dpbf16_ps(c0[i], ai, b0);
       c1[i] = _mm512_dpbf16_ps(c1[i], ai, b1);
     }
   }
   const __mmask16 m0 = nr >= 16 ? 0xFFFF : __mmask16((1u << nr) - 1);
   const __mmask16 m1 = nr <= 16 ? 0 : nr >= 32 ? 0xFFFF : __mmask16((1u << (nr - 16)) - 1);
-  for (int i = 0; i < mr; ++i, C += ldc) {
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) {
+    if (i >= mr) break;
+    float* ci = C + i * ldc;
     if (accumulate) {
-      c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, C));
-      c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, C + 16));
+      c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, ci));
+      c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, ci + 16));
     }
-    _mm512_mask_storeu_ps(C, m0, c0[i]);
-    _mm512_mask_storeu_ps(C + 16, m1, c1[i]);
+    _mm512_mask_storeu_ps(ci, m0, c0[i]);
+    _mm512_mask_storeu_ps(ci + 16, m1, c1[i]);
   }
 }
 
@@ -120,7 +151,7 @@ void gemm_bf16_kernel(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const f
                       int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   // Per thread and kept: after the first products of a given size, no allocation.
   thread_local std::vector<uint32_t> apack, bpack;
-  apack.resize(std::max<size_t>(apack.size(), size_t(MC * KC / 2)));
+  apack.resize(std::max<size_t>(apack.size(), size_t(MC * KP)));
   bpack.resize(std::max<size_t>(bpack.size(), size_t(NC * KC / 2)));
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min(NC, N - jc);
@@ -129,12 +160,18 @@ void gemm_bf16_kernel(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const f
       pack<NR>(tb, b, ldb, jc, nc, pc, kc, bpack.data());  // B's column j is row j of the strips
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
-        pack<MR>(!ta, a, lda, ic, mc, pc, kc, apack.data());
-        for (int64_t t = 0; t * NR < nc; ++t)
+        if (ta) pack<MR>(false, a, lda, ic, mc, pc, kc, apack.data());
+        else
           for (int64_t s = 0; s * MR < mc; ++s)
-            micro_kernel(kp, apack.data() + s * kp * MR, bpack.data() + t * kp * NR, c + (ic + s * MR) * ldc + jc + t * NR,
-                         ldc, int(std::min<int64_t>(MR, mc - s * MR)), int(std::min<int64_t>(NR, nc - t * NR)),
-                         accumulate || pc > 0);
+            pack_a_rows(a, lda, ic + s * MR, std::min<int64_t>(MR, mc - s * MR), pc, kc, apack.data() + s * MR * KP);
+        for (int64_t t = 0; t * NR < nc; ++t)
+          for (int64_t s = 0; s * MR < mc; ++s) {
+            const uint32_t* bt = bpack.data() + t * kp * NR;
+            float* ct = c + (ic + s * MR) * ldc + jc + t * NR;
+            const int mr = int(std::min<int64_t>(MR, mc - s * MR)), nr = int(std::min<int64_t>(NR, nc - t * NR));
+            if (ta) micro_kernel<1, MR>(kp, apack.data() + s * kp * MR, bt, ct, ldc, mr, nr, accumulate || pc > 0);
+            else micro_kernel<KP, 1>(kp, apack.data() + s * MR * KP, bt, ct, ldc, mr, nr, accumulate || pc > 0);
+          }
       }
     }
   }
