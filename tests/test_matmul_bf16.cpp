@@ -38,26 +38,40 @@ void reference(const Operand& a, const Operand& b, std::vector<double>& c, std::
 }
 
 using Gemm = void (*)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*,
-                      int64_t, bool);
+                      int64_t, const cpu::GemmAddend<float>&);
+
+// What the product is added to (cpu::GemmAddend): nothing, c itself, a separate residual (rows 5
+// past N apart, which must stay unwritten), a bias row, or a residual and a bias.
+enum class Start { None, Accumulate, Residual, Bias, ResidualBias };
 
 // Runs gemm on one shape and layout; checks it against the rounded reference to float32 summation
-// error, and that it is *not* the unrounded product (the operands really were rounded). With
-// accumulate, c holds values before the call that the product must be added to.
-void check_gemm(Gemm gemm, bool ta, bool tb, int64_t M, int64_t N, int64_t K, bool accumulate = false) {
-  CAPTURE(accumulate);
+// error, and that it is *not* the unrounded product (the operands really were rounded).
+void check_gemm(Gemm gemm, bool ta, bool tb, int64_t M, int64_t N, int64_t K, Start start = Start::None) {
+  CAPTURE(int(start));
   CAPTURE(ta);
   CAPTURE(tb);
   CAPTURE(M);
   CAPTURE(N);
   CAPTURE(K);
   const Operand a(ta, M, K, uint32_t(M * 31 + K)), b(tb, K, N, uint32_t(N * 17 + K + 5));
-  const int64_t ldc = N + 2;
+  const int64_t ldc = N + 2, ldr = N + 5;
   std::vector<float> c(size_t(M * ldc), 7.0f);  // the padding columns must stay 7
-  auto c0 = [&](int64_t i, int64_t j) { return accumulate ? 0.5f * float(i - j) : 0.0f; };
-  if (accumulate)
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) c[i * ldc + j] = c0(i, j);
-  gemm(ta, tb, M, N, K, a.v.data(), a.ld, b.v.data(), b.ld, c.data(), ldc, accumulate);
+  std::vector<float> r(size_t(M * ldr), -9.0f), bias(static_cast<size_t>(N));
+  auto c0 = [](int64_t i, int64_t j) { return 0.5f * float(i - j); };
+  auto r0 = [](int64_t i, int64_t j) { return 0.25f * float(i + 3 * j) - 2.0f; };
+  for (int64_t j = 0; j < N; ++j) bias[j] = 0.125f * float(j % 5) - 0.2f;
+  const bool with_r = start == Start::Residual || start == Start::ResidualBias;
+  const bool with_bias = start == Start::Bias || start == Start::ResidualBias;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      if (start == Start::Accumulate) c[i * ldc + j] = c0(i, j);
+      r[i * ldr + j] = r0(i, j);
+    }
+  cpu::GemmAddend<float> add;
+  if (start == Start::Accumulate) add = {c.data(), ldc};
+  if (with_r) add = {r.data(), ldr};
+  if (with_bias) add.bias = bias.data();
+  gemm(ta, tb, M, N, K, a.v.data(), a.ld, b.v.data(), b.ld, c.data(), ldc, add);
   std::vector<double> ref, mag, exact, exact_mag;
   reference(a, b, ref, mag, true);
   reference(a, b, exact, exact_mag, false);
@@ -65,11 +79,18 @@ void check_gemm(Gemm gemm, bool ta, bool tb, int64_t M, int64_t N, int64_t K, bo
   double worst = 0, off_exact = 0;
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
-      const double got = double(c[i * ldc + j]) - double(c0(i, j)), tol = 2 * eps * std::sqrt(double(K)) * mag[i * N + j] + 1e-30;
+      // The start as the kernel forms it: one float32 value r + bias.
+      const float s0 = start == Start::Accumulate ? c0(i, j)
+                       : with_r                   ? (with_bias ? r0(i, j) + bias[j] : r0(i, j))
+                       : with_bias                ? bias[j]
+                                                  : 0.0f;
+      const double got = double(c[i * ldc + j]) - double(s0);
+      const double tol = 2 * eps * std::sqrt(double(K)) * (mag[i * N + j] + std::abs(double(s0))) + 1e-30;
       worst = std::max(worst, std::abs(got - ref[i * N + j]) / tol);
       off_exact = std::max(off_exact, std::abs(got - exact[i * N + j]) / tol);
     }
     for (int64_t j = N; j < ldc; ++j) REQUIRE(c[i * ldc + j] == 7.0f);
+    for (int64_t j = 0; j < N; ++j) REQUIRE(r[i * ldr + j] == r0(i, j));
   }
   CHECK(worst <= 1.0);
   if (M * N * K >= 64) CHECK(off_exact > 1.0);
@@ -87,8 +108,11 @@ void check_all_layouts(Gemm gemm) {
         for (int64_t n : ns)
           for (int64_t k : ks)
             if (m * n * k <= 4'000'000) check_gemm(gemm, ta, tb, m, n, k);
+  // Every start, added once across K blocks (K = 257, 600), on row and column tails.
   for (bool ta : {false, true})
-    for (bool tb : {false, true}) check_gemm(gemm, ta, tb, 13, 33, 257, true);  // += across K blocks
+    for (bool tb : {false, true})
+      for (Start start : {Start::Accumulate, Start::Residual, Start::Bias, Start::ResidualBias})
+        for (int64_t k : {5, 257, 600}) check_gemm(gemm, ta, tb, 13, 33, k, start);
 }
 
 Tensor randn32(Shape shape, uint64_t seed) {

@@ -28,34 +28,19 @@ namespace {
 constexpr int64_t kSmallGemm = 256 * 256 * 256;
 constexpr int64_t kMinParallelWork = 64 * 64 * 64;
 
-// c's rows set to bias (or zero) before a product that adds into them. OpenBLAS with beta = 0 first
+// c's rows set to zero before a product that adds into them (and to r + bias by gemm_direct.h's
+// write_addend, where the product has a start). OpenBLAS with beta = 0 first
 // zeroes c in a pass of its own (sgemm_beta, 5% of a ViT step in `perf`), which costs more than
 // these stores just ahead of the product. Measured on a Zen 3 EPYC, 2 threads, each thread its half
 // of the rows: [8192, 64]·[64, 64]ᵀ 0.71 ms with beta = 0, 0.60 with zeroed rows and beta = 1, and
 // with a bias 0.60 against 0.98 for the product and then a separate add (as a linear layer did).
 template <class T>
-void fill_rows(int64_t M, int64_t N, const T* bias, T* c, int64_t ldc) {
-  for (int64_t i = 0; i < M; ++i, c += ldc)
-    if (bias) std::copy(bias, bias + N, c);
-    else std::fill(c, c + N, T(0));
+void zero_rows(int64_t M, int64_t N, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i, c += ldc) std::fill(c, c + N, T(0));
 }
 
 // The fill is for the layers' products; small ones (attention and MHLA tiles) keep beta = 0.
 constexpr int64_t kFillFirst = 64 * 64;
-
-// c = r + bias (or either alone: gemm_direct.h's GemmAddend) ahead of a BLAS product with beta = 1;
-// says whether c holds a start.
-template <class T>
-bool prefill(int64_t M, int64_t N, const GemmAddend<T>& s, T* c, int64_t ldc) {
-  if (!s.r) {
-    if (s.bias) fill_rows<T>(M, N, s.bias, c, ldc);
-    return s.bias != nullptr;
-  }
-  if (s.r != c || s.bias)
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) c[i * ldc + j] = s.bias ? s.r[i * s.ldr + j] + s.bias[j] : s.r[i * s.ldr + j];
-  return true;
-}
 
 // c = a·b + start on this thread: BLAS, or for float32 bf16 dot products when asked for, or the
 // direct kernel where it beats BLAS (gemm_direct.h), which adds the start as it stores c.
@@ -63,12 +48,12 @@ template <class T>
 void gemm_serial(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
                  int64_t ldb, T* c, int64_t ldc, const GemmAddend<T>& s) {
   if constexpr (std::is_same_v<T, float>) {
-    if (bf16) return gemm_bf16(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, prefill<T>(M, N, s, c, ldc));
+    if (bf16) return gemm_bf16(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
     if (direct_gemm_pays(ta, tb, M, N, K)) return gemm_direct(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
   }
-  const bool add = prefill<T>(M, N, s, c, ldc);
+  const bool add = write_addend<T>(M, N, s, c, ldc);
   const bool zero_first = !add && M * N >= kFillFirst;
-  if (zero_first) fill_rows<T>(M, N, nullptr, c, ldc);
+  if (zero_first) zero_rows<T>(M, N, c, ldc);
   blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, add || zero_first ? T(1) : T(0), c, ldc);
 }
 
@@ -91,8 +76,8 @@ void gemm_split_k(int nt, bool tb, int64_t M, int64_t N, int64_t K, const float*
     if (k1 > k0)
       gemm_direct(true, tb, M, N, k1 - k0, a + k0 * lda, lda, b + (tb ? k0 : k0 * ldb), ldb, dst, ldd, mine,
                   direct_gemm_isa(), my_sums);
-    else if (!prefill<float>(M, N, mine, dst, ldd))
-      fill_rows<float>(M, N, nullptr, dst, ldd);
+    else if (!write_addend<float>(M, N, mine, dst, ldd))
+      zero_rows<float>(M, N, dst, ldd);
   }
   for (int t = 1; t < nt; ++t)
     for (int64_t i = 0; i < M; ++i)
@@ -132,7 +117,7 @@ void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, co
   if (ta && !bf16) {
     if constexpr (std::is_same_v<T, float>)
       if (splits_over_k(tb, M, N, K)) return gemm_split_k(nt, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
-    const bool add = prefill<T>(M, N, s, c, ldc);
+    const bool add = write_addend<T>(M, N, s, c, ldc);
     return blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, add ? T(1) : T(0), c, ldc);
   }
 #pragma omp parallel num_threads(nt)

@@ -113,13 +113,14 @@ LINEA_BF16_TARGET void pack(bool k_contiguous, const float* x, int64_t ld, int64
   }
 }
 
-// C[0..mr, 0..nr] (=, or += when accumulate) the product of one A sliver and one B panel; the
-// sliver's word (row i, pair p) at A[i*AR + p*AP]: AR = KP, AP = 1 or AR = 1, AP = MR (see above).
-// The stores are unrolled over all MR rows (each under i < mr), so that the accumulators stay in
-// registers: with a loop to mr GCC stored all 24 to the stack first.
+// C[0..mr, 0..nr] = the product of one A sliver and one B panel, plus r (rows ldr apart; r = C
+// accumulates) and the bias row where not null, added as the one value r + bias as in gemm_direct.
+// The sliver's word (row i, pair p) is at A[i*AR + p*AP]: AR = KP, AP = 1 or AR = 1, AP = MR (see
+// above). The stores are unrolled over all MR rows (each under i < mr), so that the accumulators
+// stay in registers: with a loop to mr GCC stored all 24 to the stack first.
 template <int AR, int AP>
 LINEA_BF16_TARGET void micro_kernel(int64_t kp, const uint32_t* A, const uint32_t* B, float* C, int64_t ldc, int mr,
-                                    int nr, bool accumulate) {
+                                    int nr, const float* r, int64_t ldr, const float* bias) {
   __m512 c0[MR], c1[MR];
 #pragma GCC unroll 12
   for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
@@ -134,21 +135,27 @@ LINEA_BF16_TARGET void micro_kernel(int64_t kp, const uint32_t* A, const uint32_
   }
   const __mmask16 m0 = nr >= 16 ? 0xFFFF : __mmask16((1u << nr) - 1);
   const __mmask16 m1 = nr <= 16 ? 0 : nr >= 32 ? 0xFFFF : __mmask16((1u << (nr - 16)) - 1);
+  const __m512 bias0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+  const __m512 bias1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
   for (int i = 0; i < MR; ++i) {
     if (i >= mr) break;
     float* ci = C + i * ldc;
-    if (accumulate) {
-      c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, ci));
-      c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, ci + 16));
+    if (r) {
+      __m512 x0 = _mm512_maskz_loadu_ps(m0, r + i * ldr), x1 = _mm512_maskz_loadu_ps(m1, r + i * ldr + 16);
+      if (bias) x0 = _mm512_add_ps(x0, bias0), x1 = _mm512_add_ps(x1, bias1);
+      c0[i] = _mm512_add_ps(c0[i], x0), c1[i] = _mm512_add_ps(c1[i], x1);
+    } else if (bias) {
+      c0[i] = _mm512_add_ps(c0[i], bias0), c1[i] = _mm512_add_ps(c1[i], bias1);
     }
     _mm512_mask_storeu_ps(ci, m0, c0[i]);
     _mm512_mask_storeu_ps(ci + 16, m1, c1[i]);
   }
 }
 
+// The first block of K adds the addend; the blocks after it add into c.
 void gemm_bf16_kernel(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                      int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+                      int64_t ldb, float* c, int64_t ldc, const GemmAddend<float>& add) {
   // Per thread and kept: after the first products of a given size, no allocation.
   thread_local std::vector<uint32_t> apack, bpack;
   apack.resize(std::max<size_t>(apack.size(), size_t(MC * KP)));
@@ -157,6 +164,8 @@ void gemm_bf16_kernel(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const f
     const int64_t nc = std::min(NC, N - jc);
     for (int64_t pc = 0; pc < K; pc += KC) {
       const int64_t kc = std::min(KC, K - pc), kp = (kc + 1) / 2;
+      const float *r = pc ? c : add.r, *bias = pc ? nullptr : add.bias;
+      const int64_t ldr = pc ? ldc : add.ldr;
       pack<NR>(tb, b, ldb, jc, nc, pc, kc, bpack.data());  // B's column j is row j of the strips
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
@@ -166,11 +175,14 @@ void gemm_bf16_kernel(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const f
             pack_a_rows(a, lda, ic + s * MR, std::min<int64_t>(MR, mc - s * MR), pc, kc, apack.data() + s * MR * KP);
         for (int64_t t = 0; t * NR < nc; ++t)
           for (int64_t s = 0; s * MR < mc; ++s) {
+            const int64_t i = ic + s * MR, j = jc + t * NR;
             const uint32_t* bt = bpack.data() + t * kp * NR;
-            float* ct = c + (ic + s * MR) * ldc + jc + t * NR;
             const int mr = int(std::min<int64_t>(MR, mc - s * MR)), nr = int(std::min<int64_t>(NR, nc - t * NR));
-            if (ta) micro_kernel<1, MR>(kp, apack.data() + s * kp * MR, bt, ct, ldc, mr, nr, accumulate || pc > 0);
-            else micro_kernel<KP, 1>(kp, apack.data() + s * MR * KP, bt, ct, ldc, mr, nr, accumulate || pc > 0);
+            const float *rt = r ? r + i * ldr + j : nullptr, *bias_t = bias ? bias + j : nullptr;
+            if (ta)
+              micro_kernel<1, MR>(kp, apack.data() + s * kp * MR, bt, c + i * ldc + j, ldc, mr, nr, rt, ldr, bias_t);
+            else
+              micro_kernel<KP, 1>(kp, apack.data() + s * MR * KP, bt, c + i * ldc + j, ldc, mr, nr, rt, ldr, bias_t);
           }
       }
     }
@@ -205,19 +217,20 @@ bool has_bf16_kernel() {
 }
 
 void gemm_bf16_rounded_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
-                             const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+                             const float* b, int64_t ldb, float* c, int64_t ldc, const GemmAddend<float>& add) {
   thread_local std::vector<float> ra, rb;
   rounded_copy(ta, M, K, a, lda, ra, K, M);
   rounded_copy(tb, K, N, b, ldb, rb, N, K);
-  blas_gemm<float>(false, false, M, N, K, ra.data(), K, rb.data(), N, accumulate ? 1.0f : 0.0f, c, ldc);
+  const bool start = write_addend<float>(M, N, add, c, ldc);
+  blas_gemm<float>(false, false, M, N, K, ra.data(), K, rb.data(), N, start ? 1.0f : 0.0f, c, ldc);
 }
 
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-               int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+               int64_t ldb, float* c, int64_t ldc, const GemmAddend<float>& add) {
   if (has_bf16_kernel())
-    gemm_bf16_kernel(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
+    gemm_bf16_kernel(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, add);
   else
-    gemm_bf16_rounded_sgemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
+    gemm_bf16_rounded_sgemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, add);
 }
 
 }  // namespace linea::cpu

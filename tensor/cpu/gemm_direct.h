@@ -36,6 +36,25 @@ struct GemmAddend {
 };
 using Addend = GemmAddend<float>;
 
+// c = r + bias (or either alone) written into c ahead of a product that adds into it (BLAS with
+// beta = 1); says whether c now holds a start. Rows of c that are r itself are left as they are.
+template <class T>
+bool write_addend(int64_t M, int64_t N, const GemmAddend<T>& s, T* c, int64_t ldc) {
+  if (!s.r && !s.bias) return false;
+  if (s.r == c && !s.bias) return true;
+  for (int64_t i = 0; i < M; ++i) {
+    T* ci = c + i * ldc;
+    const T* ri = s.r ? s.r + i * s.ldr : nullptr;
+    if (ri && s.bias)
+      for (int64_t j = 0; j < N; ++j) ci[j] = ri[j] + s.bias[j];
+    else if (ri)
+      for (int64_t j = 0; j < N; ++j) ci[j] = ri[j];
+    else
+      for (int64_t j = 0; j < N; ++j) ci[j] = s.bias[j];
+  }
+  return true;
+}
+
 // c[M,N] = a[M,K]·b[K,N] + the addend, row-major, a or b read transposed in place (ta, tb) as in
 // blas_gemm. Serial; needs K > 0 and a kernel `isa` this CPU runs (tests pick the narrower one).
 // With ta, a_sums (M doubles, or null) also gets a_sums[i] += Σ_k a(i, k): for a weight gradient
