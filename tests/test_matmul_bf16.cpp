@@ -175,6 +175,16 @@ TEST_CASE("matmul under AutocastGuard(BF16) on the CPU: rounded products, float3
     // float64 never rounds
     const Tensor a64 = a.to(DType::Float64), b64 = b.to(DType::Float64);
     CHECK(linea::testing::allclose(matmul(a64, b64), full, 1e-4, 1e-5));
+    // a weight gradient's layout with K much the longest side: split over K between threads (where
+    // there are several), each thread's partial product rounded the same way; with a residual and
+    // a bias through Backend::gemm, which thread 0 adds
+    const Tensor g = randn32({4096, 40}, 7), x = randn32({4096, 48}, 8);
+    const Tensor dw_ref = rounded_product(g.t(), x);
+    CHECK(linea::testing::allclose(matmul(g.t(), x), dw_ref, 1e-4, 1e-3));
+    const Tensor res = randn32({1, 40, 48}, 9), bias = randn32({48}, 10), out = empty({1, 40, 48});
+    backend(Device::cpu()).gemm(g.t().unsqueeze(0), x.unsqueeze(0), out, bias, res);
+    CHECK(linea::testing::allclose(out, dw_ref.unsqueeze(0) + res.to(DType::Float64) + bias.to(DType::Float64), 1e-4,
+                                   1e-3));
     // products under kBf16MinProduct stay float32: MHLA's per-block matrices
     const Tensor qs = randn32({512, 16, 16}, 5), ss = randn32({512, 16, 17}, 6);
     CHECK(linea::testing::allclose(matmul(qs, ss), matmul(qs.to(DType::Float64), ss.to(DType::Float64)), 1e-4, 1e-5));

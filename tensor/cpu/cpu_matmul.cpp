@@ -57,12 +57,13 @@ void gemm_serial(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, c
   blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, add || zero_first ? T(1) : T(0), c, ldc);
 }
 
-// c = aᵀ·b + start with K split over nt threads, float32 on the direct kernel: thread 0 writes c
-// (adding the start), the others their partial products, added into c in thread order. With
-// a_sums (M floats), also a_sums[i] = Σ_k a(i, k), each thread summing its slice in double as it
-// reads it.
-void gemm_split_k(int nt, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                  int64_t ldb, float* c, int64_t ldc, const GemmAddend<float>& s, float* a_sums = nullptr) {
+// c = aᵀ·b + start with K split over nt threads, float32 on the direct kernel (or gemm_bf16's with
+// bf16): thread 0 writes c (adding the start), the others their partial products, added into c in
+// thread order. With a_sums (M floats; direct kernel only), also a_sums[i] = Σ_k a(i, k), each
+// thread summing its slice in double as it reads it.
+void gemm_split_k(int nt, bool bf16, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float* c, int64_t ldc, const GemmAddend<float>& s,
+                  float* a_sums = nullptr) {
   std::vector<float> part(static_cast<size_t>(nt - 1) * M * N);
   std::vector<double> sums(a_sums ? static_cast<size_t>(nt) * M : 0, 0.0);
 #pragma omp parallel num_threads(nt)
@@ -73,9 +74,11 @@ void gemm_split_k(int nt, bool tb, int64_t M, int64_t N, int64_t K, const float*
     double* my_sums = a_sums ? sums.data() + t * M : nullptr;
     const int64_t ldd = t == 0 ? ldc : N;
     const GemmAddend<float> mine = t == 0 ? s : GemmAddend<float>{};
-    if (k1 > k0)
-      gemm_direct(true, tb, M, N, k1 - k0, a + k0 * lda, lda, b + (tb ? k0 : k0 * ldb), ldb, dst, ldd, mine,
-                  direct_gemm_isa(), my_sums);
+    const float *ak = a + k0 * lda, *bk = b + (tb ? k0 : k0 * ldb);
+    if (k1 > k0 && bf16)
+      gemm_bf16(true, tb, M, N, k1 - k0, ak, lda, bk, ldb, dst, ldd, mine);
+    else if (k1 > k0)
+      gemm_direct(true, tb, M, N, k1 - k0, ak, lda, bk, ldb, dst, ldd, mine, direct_gemm_isa(), my_sums);
     else if (!write_addend<float>(M, N, mine, dst, ldd))
       zero_rows<float>(M, N, dst, ldd);
   }
@@ -90,10 +93,16 @@ void gemm_split_k(int nt, bool tb, int64_t M, int64_t N, int64_t K, const float*
     }
 }
 
-// Whether a weight gradient [M, N] over K rows splits over K on the direct kernel (gemm_split).
-bool splits_over_k(bool tb, int64_t M, int64_t N, int64_t K) {
+// Whether a weight gradient [M, N] over K rows splits over K (gemm_split): float32 where the direct
+// kernel takes each thread's slice, bf16 where K is much the longest side. Measured on a Zen 4 EPYC
+// (session 19), 2 threads, against a split by rows: the ViT's [8192, 64..192]ᵀ·[8192, 64..128]
+// together 10.35-11.35 -> 8.78-10.42 ms per step (5 alternations); the char-GPT's [768, 384]ᵀ·[768,
+// 128] and [768, 128]ᵀ·[768, 512] ran 0.85-0.95x split over K (bench_matmul), so they stay split
+// by rows.
+bool splits_over_k(bool bf16, bool tb, int64_t M, int64_t N, int64_t K) {
   const int nt = omp_get_max_threads();
-  return nt > 1 && !omp_in_parallel() && M * N * K >= kMinParallelWork && direct_gemm_pays(true, tb, M, N, K / nt);
+  if (nt == 1 || omp_in_parallel() || M * N * K < kMinParallelWork) return false;
+  return bf16 ? K >= 8 * std::max(M, N) : direct_gemm_pays(true, tb, M, N, K / nt);
 }
 
 // One gemm on every thread: each thread multiplies its own block of rows of a (or, for a short
@@ -114,9 +123,10 @@ void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, co
   // OpenBLAS's own threads: 1.11-1.2x on the ViT's [8192, 64..192]ᵀ·[8192, 64..128] (session 15).
   // Otherwise OpenBLAS's own threads split it better than rows of C do, since each row block
   // repacks all of b: 1.05-1.5x on the ViT's and the char-GPT's dW products.
+  // With bf16 the same split, each thread packing only its slice of both operands.
+  if constexpr (std::is_same_v<T, float>)
+    if (ta && splits_over_k(bf16, tb, M, N, K)) return gemm_split_k(nt, bf16, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
   if (ta && !bf16) {
-    if constexpr (std::is_same_v<T, float>)
-      if (splits_over_k(tb, M, N, K)) return gemm_split_k(nt, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
     const bool add = write_addend<T>(M, N, s, c, ldc);
     return blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, add ? T(1) : T(0), c, ldc);
   }
@@ -140,9 +150,9 @@ void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, co
 void CpuBackend::linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) {
   const auto [rows, out, in] = kernel_checks::linear_weight_grad(g, x, dw, db);
   if (!db.defined() || g.dtype() != DType::Float32 || matmul_precision() == MatmulPrecision::BF16 ||
-      !splits_over_k(false, out, in, rows))
+      !splits_over_k(false, false, out, in, rows))
     return Backend::linear_weight_grad(g, x, dw, db);
-  gemm_split_k(omp_get_max_threads(), false, out, in, rows, g.data<float>(), out, x.data<float>(), in,
+  gemm_split_k(omp_get_max_threads(), false, false, out, in, rows, g.data<float>(), out, x.data<float>(), in,
                dw.data<float>(), in, {}, db.data<float>());
 }
 
