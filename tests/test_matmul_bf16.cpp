@@ -185,6 +185,11 @@ TEST_CASE("matmul under AutocastGuard(BF16) on the CPU: rounded products, float3
     backend(Device::cpu()).gemm(g.t().unsqueeze(0), x.unsqueeze(0), out, bias, res);
     CHECK(linea::testing::allclose(out, dw_ref.unsqueeze(0) + res.to(DType::Float64) + bias.to(DType::Float64), 1e-4,
                                    1e-3));
+    // so do products at most kBf16MinColumns wide: a patch embedding's weight gradient
+    const Tensor x16 = randn32({4096, cpu::kBf16MinColumns}, 11);
+    CHECK(linea::testing::allclose(matmul(g.t(), x16), matmul(g.t().to(DType::Float64), x16.to(DType::Float64)), 1e-5,
+                                   1e-4));
+    CHECK(!linea::testing::allclose(matmul(g.t(), x16), rounded_product(g.t(), x16), 1e-5, 1e-4));
     // products under kBf16MinProduct stay float32: MHLA's per-block matrices
     const Tensor qs = randn32({512, 16, 16}, 5), ss = randn32({512, 16, 17}, 6);
     CHECK(linea::testing::allclose(matmul(qs, ss), matmul(qs.to(DType::Float64), ss.to(DType::Float64)), 1e-4, 1e-5));

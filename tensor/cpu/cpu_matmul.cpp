@@ -174,7 +174,8 @@ void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out,
   // b shared by all batches and a's batches stacked row-major: one [batch*M, K] @ [K, N] gemm.
   const bool fold = sb == 0 && !va.trans && (sa == M * va.ld || batch == 1);
   // TF32 has no CPU kernel: full float32. BF16 rounds the products big enough to gain (gemm_bf16.h).
-  const bool bf16 = matmul_precision() == MatmulPrecision::BF16 && (fold ? batch : 1) * M * N * K >= kBf16MinProduct;
+  const bool bf16 = matmul_precision() == MatmulPrecision::BF16 && N > kBf16MinColumns &&
+                    (fold ? batch : 1) * M * N * K >= kBf16MinProduct;
 
   dispatch_floating(out.dtype(), "gemm", [&]<class T>() {
     const T *pa = a.data<T>(), *pb = b.data<T>(), *pbias = bias.defined() ? bias.data<T>() : nullptr;
