@@ -166,13 +166,25 @@ void column(const T* a, int64_t rows, int64_t lda, int64_t c, T* out) {
 // vectors, which GCC must assume may alias, their sums were stored and reloaded per row. One ViT
 // layer's backward (16 dims, 1 thread, L3-warm) 0.195 -> 0.186 ms per 32 pairs (session 18).
 
-// z = Σ_t f_t · x[t, :] over rows of x [rows, d]; f_t = 1 without f.
+// z = Σ_t f_t · x[t, :] over rows of x [rows, d]; f_t = 1 without f. Summed 16 columns at a time
+// in a local array, which stays in registers: summed into z itself, every row stored z and loaded
+// it back (a store-to-load chain that took 40% of the non-causal backward's own time on Zen 4).
 template <class T>
 void column_sums(const T* __restrict x, const T* __restrict f, int64_t rows, int64_t d, T* __restrict z) {
-  for (int64_t c = 0; c < d; ++c) z[c] = T(0);
-  for (int64_t t = 0; t < rows; ++t) {
+  constexpr int64_t W = 16;
+  int64_t c0 = 0;
+  for (; c0 + W <= d; c0 += W) {
+    T acc[W] = {};
+    for (int64_t t = 0; t < rows; ++t) {
+      const T ft = f ? f[t] : T(1);
+      for (int64_t c = 0; c < W; ++c) acc[c] += ft * x[t * d + c0 + c];
+    }
+    for (int64_t c = 0; c < W; ++c) z[c0 + c] = acc[c];
+  }
+  for (int64_t c = c0; c < d; ++c) z[c] = T(0);
+  for (int64_t t = 0; t < rows && c0 < d; ++t) {
     const T ft = f ? f[t] : T(1);
-    for (int64_t c = 0; c < d; ++c) z[c] += ft * x[t * d + c];
+    for (int64_t c = c0; c < d; ++c) z[c] += ft * x[t * d + c];
   }
 }
 
