@@ -20,8 +20,10 @@ namespace {
 struct Case {
   int64_t B, H, N, L, d, dv;
 };
-// M = 3 equal blocks; unequal (5, 5, 2); M = 1; M = 5 with a last block of 1.
-const Case kCases[] = {{2, 2, 12, 4, 3, 5}, {1, 2, 12, 5, 4, 3}, {2, 1, 7, 7, 3, 2}, {1, 1, 9, 2, 2, 2}};
+// M = 3 equal blocks; unequal (5, 5, 2); M = 1; M = 5 with a last block of 1; d = 19 (the CPU
+// kernel's column sums run 16 columns at a time, then the rest).
+const Case kCases[] = {{2, 2, 12, 4, 3, 5}, {1, 2, 12, 5, 4, 3}, {2, 1, 7, 7, 3, 2}, {1, 1, 9, 2, 2, 2},
+                       {1, 2, 10, 4, 19, 3}};
 const FeatureMap kMaps[] = {FeatureMap::ReluEps, FeatureMap::Elu1, FeatureMap::Relu, FeatureMap::Identity};
 
 int64_t blocks_of(const Case& c) { return (c.N + c.L - 1) / c.L; }
