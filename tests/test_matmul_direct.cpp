@@ -122,9 +122,11 @@ TEST_CASE("gemm_direct: matmul takes it where it pays and gets the float64 produ
   CHECK(cpu::direct_gemm_pays(false, false, 16, 17, 16) == avx2);
   CHECK(cpu::direct_gemm_pays(true, false, 48, 40, 512) == avx512);
   // A small product with B read transposed (attention's and MHLA's tiles) takes it on either
-  // kernel; on AVX-512 not when A is shorter than B (B's copy shared by too few rows).
+  // kernel; on AVX-512 not when A has fewer than 16 rows and fewer rows than B has columns (B's
+  // copy shared by too few rows).
   CHECK(cpu::direct_gemm_pays(false, true, 16, 16, 16) == cpu::has_direct_gemm());
-  CHECK(cpu::direct_gemm_pays(false, true, 16, 64, 64) == avx2);
+  CHECK(cpu::direct_gemm_pays(false, true, 16, 32, 32) == cpu::has_direct_gemm());
+  CHECK(cpu::direct_gemm_pays(false, true, 4, 32, 32) == avx2);
   // The ViT's layers, one thread's half: forward, input gradient, weight gradient's half of K.
   CHECK(cpu::direct_gemm_pays(false, true, 4096, 192, 64) == cpu::has_direct_gemm());
   CHECK(cpu::direct_gemm_pays(false, false, 4096, 64, 192) == cpu::has_direct_gemm());

@@ -33,8 +33,9 @@ bool has_direct_gemm() { return direct_gemm_isa() != DirectIsa::None; }
 // [C, N] products up to N = 256; slower from N = 512 (C's tile row outgrows what one pass over A
 // pays for). On the tiny products of MHLA and the attention kernels (Zen 4, session 19, 1 thread,
 // warm, min of 5 x 20,000 calls): with B transposed the direct kernel is 1.15-1.65x OpenBLAS from
-// M = N up (16x16x16 150-173 against 248-283 ns; 32x32x32, 64x64x16..64, 128x64x64, 256x256x16),
-// 0.89-0.95x on the short, wide 16x64x64; untransposed, OpenBLAS's small-matrix kernels are
+// M = N up (16x16x16 150-173 against 248-283 ns; 32x32x32, 64x64x16..64, 128x64x64, 256x256x16)
+// and 1.14-1.41x on the causal MHLA's shorter products (8x32x32, 16x32..64x32, 32x64..128x64),
+// 0.89-0.95x on 16x64x64 and 0.62x on 4x32x32; untransposed, OpenBLAS's small-matrix kernels are
 // 1.03-1.28x faster up to 64x64x64 (16x16x16 97 against 110-124 ns) and 0.87-0.89x from 128³ and
 // 256x64x64; with A transposed OpenBLAS is 1.2-1.3x faster at 16x16x16.
 // AVX2 (Zen 3): the tiny products (16x16x17 1.15-1.3x, 16x16x16 1.7-1.8x, 4x4x272 1.16x; with
@@ -58,7 +59,7 @@ bool direct_gemm_pays(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
     case DirectIsa::Avx512: break;
   }
   if (N > 256) return false;
-  if (tb) return M >= N;                // B's block copied into strips for at least as many rows
+  if (tb) return M >= 16 || M >= N;     // B's block copied into strips for enough rows
   if (ta) return K >= 256 && M <= 256;  // weight gradients: a small output, a long K
   return M * N * K > 64 * 64 * 64;      // below, OpenBLAS's small-matrix kernels are faster
 }
