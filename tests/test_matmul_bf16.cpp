@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "gemm_start.h"
 #include "helpers.h"
 #include "linea/tensor/cpu/gemm_bf16.h"
 
@@ -40,9 +41,7 @@ void reference(const Operand& a, const Operand& b, std::vector<double>& c, std::
 using Gemm = void (*)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*,
                       int64_t, const cpu::GemmAddend<float>&);
 
-// What the product is added to (cpu::GemmAddend): nothing, c itself, a separate residual (rows 5
-// past N apart, which must stay unwritten), a bias row, or a residual and a bias.
-enum class Start { None, Accumulate, Residual, Bias, ResidualBias };
+using Start = testing::GemmStart;
 
 // Runs gemm on one shape and layout; checks it against the rounded reference to float32 summation
 // error, and that it is *not* the unrounded product (the operands really were rounded).
@@ -54,24 +53,10 @@ void check_gemm(Gemm gemm, bool ta, bool tb, int64_t M, int64_t N, int64_t K, St
   CAPTURE(N);
   CAPTURE(K);
   const Operand a(ta, M, K, uint32_t(M * 31 + K)), b(tb, K, N, uint32_t(N * 17 + K + 5));
-  const int64_t ldc = N + 2, ldr = N + 5;
+  const int64_t ldc = N + 2;
   std::vector<float> c(size_t(M * ldc), 7.0f);  // the padding columns must stay 7
-  std::vector<float> r(size_t(M * ldr), -9.0f), bias(static_cast<size_t>(N));
-  auto c0 = [](int64_t i, int64_t j) { return 0.5f * float(i - j); };
-  auto r0 = [](int64_t i, int64_t j) { return 0.25f * float(i + 3 * j) - 2.0f; };
-  for (int64_t j = 0; j < N; ++j) bias[j] = 0.125f * float(j % 5) - 0.2f;
-  const bool with_r = start == Start::Residual || start == Start::ResidualBias;
-  const bool with_bias = start == Start::Bias || start == Start::ResidualBias;
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      if (start == Start::Accumulate) c[i * ldc + j] = c0(i, j);
-      r[i * ldr + j] = r0(i, j);
-    }
-  cpu::GemmAddend<float> add;
-  if (start == Start::Accumulate) add = {c.data(), ldc};
-  if (with_r) add = {r.data(), ldr};
-  if (with_bias) add.bias = bias.data();
-  gemm(ta, tb, M, N, K, a.v.data(), a.ld, b.v.data(), b.ld, c.data(), ldc, add);
+  const testing::GemmStartValues sv(start, M, N, c, ldc);
+  gemm(ta, tb, M, N, K, a.v.data(), a.ld, b.v.data(), b.ld, c.data(), ldc, sv.addend(c.data(), ldc));
   std::vector<double> ref, mag, exact, exact_mag;
   reference(a, b, ref, mag, true);
   reference(a, b, exact, exact_mag, false);
@@ -79,18 +64,14 @@ void check_gemm(Gemm gemm, bool ta, bool tb, int64_t M, int64_t N, int64_t K, St
   double worst = 0, off_exact = 0;
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
-      // The start as the kernel forms it: one float32 value r + bias.
-      const float s0 = start == Start::Accumulate ? c0(i, j)
-                       : with_r                   ? (with_bias ? r0(i, j) + bias[j] : r0(i, j))
-                       : with_bias                ? bias[j]
-                                                  : 0.0f;
+      const float s0 = sv.value(i, j);
       const double got = double(c[i * ldc + j]) - double(s0);
       const double tol = 2 * eps * std::sqrt(double(K)) * (mag[i * N + j] + std::abs(double(s0))) + 1e-30;
       worst = std::max(worst, std::abs(got - ref[i * N + j]) / tol);
       off_exact = std::max(off_exact, std::abs(got - exact[i * N + j]) / tol);
     }
     for (int64_t j = N; j < ldc; ++j) REQUIRE(c[i * ldc + j] == 7.0f);
-    for (int64_t j = 0; j < N; ++j) REQUIRE(r[i * ldr + j] == r0(i, j));
+    for (int64_t j = 0; j < N; ++j) REQUIRE(sv.r_unwritten(i, j));
   }
   CHECK(worst <= 1.0);
   if (M * N * K >= 64) CHECK(off_exact > 1.0);

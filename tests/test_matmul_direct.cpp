@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "gemm_start.h"
 #include "helpers.h"
 #include "linea/tensor/cpu/gemm_direct.h"
 
@@ -17,9 +18,7 @@ struct Operand : testing::GemmOperand {
   Operand(bool t, int64_t r, int64_t c, uint32_t seed) : GemmOperand(t, r, c, seed, 5, 4000.0f) {}
 };
 
-// What the product is added to (cpu::Addend): nothing, c itself, a separate residual (rows 3 past
-// N apart), a bias row, or a residual and a bias.
-enum class Start { None, Accumulate, Residual, Bias, ResidualBias };
+using Start = testing::GemmStart;
 
 void check_direct(cpu::DirectIsa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, Start start = Start::None) {
   CAPTURE(int(isa));
@@ -30,39 +29,21 @@ void check_direct(cpu::DirectIsa isa, bool ta, bool tb, int64_t M, int64_t N, in
   CAPTURE(N);
   CAPTURE(K);
   const Operand a(ta, M, K, uint32_t(M * 131 + K)), b(tb, K, N, uint32_t(N * 71 + K + 1));
-  const int64_t ldc = N + 2, ldr = N + 3;  // C's padding must stay untouched
-  std::vector<float> c(size_t(M * ldc), -7.0f), r(size_t(M * ldr), -9.0f), bias(static_cast<size_t>(N));
-  auto c0 = [](int64_t i, int64_t j) { return 0.25f * float(i - j); };  // c's start when accumulating
-  auto r0 = [](int64_t i, int64_t j) { return 0.5f * float(i + 2 * j) - 3.0f; };
-  for (int64_t j = 0; j < N; ++j) bias[j] = 0.125f * float(j % 7) - 0.3f;
-  const bool with_r = start == Start::Residual || start == Start::ResidualBias;
-  const bool with_bias = start == Start::Bias || start == Start::ResidualBias;
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      if (start == Start::Accumulate) c[i * ldc + j] = c0(i, j);
-      r[i * ldr + j] = r0(i, j);
-    }
-  cpu::Addend add;
-  if (start == Start::Accumulate) add = {c.data(), ldc};
-  if (with_r) add = {r.data(), ldr};
-  if (with_bias) add.bias = bias.data();
-  cpu::gemm_direct(ta, tb, M, N, K, a.v.data(), a.ld, b.v.data(), b.ld, c.data(), ldc, add, isa);
+  const int64_t ldc = N + 2;  // C's padding must stay untouched
+  std::vector<float> c(size_t(M * ldc), -7.0f);
+  const testing::GemmStartValues sv(start, M, N, c, ldc);
+  cpu::gemm_direct(ta, tb, M, N, K, a.v.data(), a.ld, b.v.data(), b.ld, c.data(), ldc, sv.addend(c.data(), ldc), isa);
   double worst = 0;
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
-      // The start as the kernel forms it: one float32 value r + bias.
-      const float s0 = start == Start::Accumulate ? c0(i, j)
-                       : with_r                   ? (with_bias ? r0(i, j) + bias[j] : r0(i, j))
-                       : with_bias                ? bias[j]
-                                                  : 0.0f;
-      double ref = double(s0), mag = std::abs(ref);
+      double ref = double(sv.value(i, j)), mag = std::abs(ref);
       for (int64_t k = 0; k < K; ++k) {
         ref += double(a.at(i, k)) * double(b.at(k, j));
         mag += std::abs(double(a.at(i, k)) * double(b.at(k, j)));
       }
       // float32 sums: each partial sum rounds once, so |error| <= K * eps * sum |terms|.
       worst = std::max(worst, std::abs(double(c[i * ldc + j]) - ref) / (mag * double(K) * 6e-8 + 1e-30));
-      REQUIRE(r[i * ldr + j] == r0(i, j));  // the residual is read, never written
+      REQUIRE(sv.r_unwritten(i, j));
     }
     for (int64_t j = N; j < ldc; ++j) REQUIRE(c[i * ldc + j] == -7.0f);
   }
