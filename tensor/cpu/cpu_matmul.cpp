@@ -97,7 +97,7 @@ void gemm_split_k(int nt, bool bf16, bool tb, int64_t M, int64_t N, int64_t K, c
 // kernel takes each thread's slice, bf16 where K is much the longest side. Measured on a Zen 4 EPYC
 // (session 19), 2 threads, against a split by rows: the ViT's [8192, 64..192]ᵀ·[8192, 64..128]
 // together 10.35-11.35 -> 8.78-10.42 ms per step (5 alternations); the char-GPT's [768, 384]ᵀ·[768,
-// 128] and [768, 128]ᵀ·[768, 512] ran 0.85-0.95x split over K (bench_matmul), so they stay split
+// 128] and [768, 128]ᵀ·[768, 512] ran 0.82-0.96x split over K (bench_matmul), so they stay split
 // by rows.
 bool splits_over_k(bool bf16, bool tb, int64_t M, int64_t N, int64_t K) {
   const int nt = omp_get_max_threads();

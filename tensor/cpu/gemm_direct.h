@@ -24,8 +24,9 @@ bool has_direct_gemm();       // direct_gemm_isa() != None
 
 // What a product is added to (Backend::gemm's residual and bias): r [M, N] (rows ldr apart; r = c
 // accumulates, any other r must not overlap c) and a bias row of N. Either may be null; both are
-// added as the one value r + bias. The direct kernel adds them as it stores each tile of c;
-// cpu_matmul.cpp writes them into c ahead of BLAS. rows() and cols() are a block's share.
+// added as the one value r + bias. The direct kernel and gemm_bf16.h's add them as they store each
+// tile of c; ahead of BLAS, write_addend (below) writes them into c. rows() and cols() are a block's
+// share.
 template <class T>
 struct GemmAddend {
   const T* r = nullptr;
