@@ -89,7 +89,8 @@ void check_all_layouts(Gemm gemm) {
         for (int64_t n : ns)
           for (int64_t k : ks)
             if (m * n * k <= 4'000'000) check_gemm(gemm, ta, tb, m, n, k);
-  // Every start, added once across K blocks (K = 257, 600), on row and column tails.
+  // Every start, in one K block (K = 5) and added once across several (K = 257, 600), on row and
+  // column tails.
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (Start start : {Start::Accumulate, Start::Residual, Start::Bias, Start::ResidualBias})
@@ -166,7 +167,7 @@ TEST_CASE("matmul under AutocastGuard(BF16) on the CPU: rounded products, float3
     backend(Device::cpu()).gemm(g.t().unsqueeze(0), x.unsqueeze(0), out, bias, res);
     CHECK(linea::testing::allclose(out, dw_ref.unsqueeze(0) + res.to(DType::Float64) + bias.to(DType::Float64), 1e-4,
                                    1e-3));
-    // so do products at most kBf16MinColumns wide: a patch embedding's weight gradient
+    // products at most kBf16MinColumns wide stay float32: a patch embedding's weight gradient
     const Tensor x16 = randn32({4096, cpu::kBf16MinColumns}, 11);
     CHECK(linea::testing::allclose(matmul(g.t(), x16), matmul(g.t().to(DType::Float64), x16.to(DType::Float64)), 1e-5,
                                    1e-4));

@@ -24,9 +24,9 @@ bool has_direct_gemm();       // direct_gemm_isa() != None
 
 // What a product is added to (Backend::gemm's residual and bias): r [M, N] (rows ldr apart; r = c
 // accumulates, any other r must not overlap c) and a bias row of N. Either may be null; both are
-// added as the one value r + bias. The direct kernel and gemm_bf16.h's add them as they store each
-// tile of c; ahead of BLAS, write_addend (below) writes them into c. rows() and cols() are a block's
-// share.
+// added as the one value r + bias. The direct kernel and gemm_bf16.h's kernel add them as they
+// store each tile of c; ahead of BLAS, write_addend (below) writes them into c. rows() and cols()
+// are a block's share.
 template <class T>
 struct GemmAddend {
   const T* r = nullptr;
@@ -38,7 +38,7 @@ struct GemmAddend {
 using Addend = GemmAddend<float>;
 
 // c = r + bias (or either alone) written into c ahead of a product that adds into it (BLAS with
-// beta = 1); says whether c now holds a start. Rows of c that are r itself are left as they are.
+// beta = 1); says whether c now holds a start. Where r is c itself, only the bias is added to it.
 template <class T>
 bool write_addend(int64_t M, int64_t N, const GemmAddend<T>& s, T* c, int64_t ldc) {
   if (!s.r && !s.bias) return false;
