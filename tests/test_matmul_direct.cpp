@@ -96,7 +96,7 @@ TEST_CASE("gemm_direct: a's sums are refused unless a is read transposed") {
 
 TEST_CASE("gemm_direct: matmul takes it where it pays and gets the float64 product") {
   const bool avx512 = cpu::direct_gemm_isa() == cpu::DirectIsa::Avx512;
-  CHECK_FALSE(cpu::direct_gemm_pays(false, false, 1024, 1024, 1024));  // OpenBLAS's: N > 256
+  CHECK_FALSE(cpu::direct_gemm_pays(false, false, 1024, 1024, 1024));  // OpenBLAS's: N > 512
   const bool avx2 = cpu::direct_gemm_isa() == cpu::DirectIsa::Avx2;
   // MHLA's untransposed block products take it on AVX2 (on AVX-512 OpenBLAS's small-matrix kernels
   // are faster); the weight gradients only on AVX-512.
@@ -115,11 +115,24 @@ TEST_CASE("gemm_direct: matmul takes it where it pays and gets the float64 produ
   // The char-GPT's MLP output, K = 512: on both; K = 1024 on AVX-512 only.
   CHECK(cpu::direct_gemm_pays(false, true, 384, 128, 512) == cpu::has_direct_gemm());
   CHECK(cpu::direct_gemm_pays(false, true, 384, 128, 1024) == avx512);
+  // Its wide layers and weight gradients, on AVX-512 (one thread's half of rows, half of K).
+  CHECK(cpu::direct_gemm_pays(false, true, 384, 512, 128) == avx512);
+  CHECK(cpu::direct_gemm_pays(false, false, 384, 512, 128) == avx512);
+  CHECK(cpu::direct_gemm_pays(true, false, 512, 128, 384) == avx512);
+  CHECK(cpu::direct_gemm_pays(true, false, 128, 512, 384) == avx512);
+  CHECK_FALSE(cpu::direct_gemm_pays(false, true, 384, 1024, 128));
   Generator gen(3);
   // dW = dYᵀ·X for [512, 48] activations: a transposed A, K = 512.
   const Tensor dy = randn({512, 48}, gen), x = randn({512, 40}, gen);
   CHECK(testing::allclose(matmul(dy.t(), x).to(DType::Float64),
                           matmul(dy.to(DType::Float64).t(), x.to(DType::Float64)), 2e-4, 1e-5));
+  // The char-GPT's MLP, [768, 128]·[512, 128]ᵀ and its weight gradient [768, 128]ᵀ·[768, 512]
+  // (split over K where the direct kernel takes each thread's half).
+  const Tensor h = randn({768, 128}, gen), w1 = randn({512, 128}, gen), g = randn({768, 512}, gen);
+  CHECK(testing::allclose(matmul(h, w1.t()).to(DType::Float64),
+                          matmul(h.to(DType::Float64), w1.to(DType::Float64).t()), 1e-4, 1e-4));
+  CHECK(testing::allclose(matmul(h.t(), g).to(DType::Float64),
+                          matmul(h.to(DType::Float64).t(), g.to(DType::Float64)), 1e-3, 1e-4));
   // A long weight gradient, [8192, 48]ᵀ·[8192, 40]: split over K between threads.
   const Tensor dy2 = randn({8192, 48}, gen), x2 = randn({8192, 40}, gen);
   CHECK(testing::allclose(matmul(dy2.t(), x2).to(DType::Float64),
