@@ -96,9 +96,10 @@ void gemm_split_k(int nt, bool bf16, bool tb, int64_t M, int64_t N, int64_t K, c
 // Whether a weight gradient [M, N] over K rows splits over K (gemm_split): float32 where the direct
 // kernel takes each thread's slice, bf16 where K is much the longest side. Measured on a Zen 4 EPYC
 // (session 19), 2 threads, against a split by rows: the ViT's [8192, 64..192]ᵀ·[8192, 64..128]
-// together 10.35-11.35 -> 8.78-10.42 ms per step (5 alternations); the char-GPT's [768, 384]ᵀ·[768,
-// 128] and [768, 128]ᵀ·[768, 512] ran 0.82-0.96x split over K (bench_matmul), so they stay split
-// by rows.
+// together 10.35-11.35 -> 8.78-10.42 ms per step (5 alternations); with bf16 the char-GPT's
+// [768, 384]ᵀ·[768, 128] and [768, 128]ᵀ·[768, 512] ran 0.82-0.96x split over K (bench_matmul), so
+// they stay split by rows. In float32 they split over K on AVX-512 (the direct kernel takes their
+// halves since session 20: 175-191 -> 215-218 GFLOP/s in bench_matmul).
 bool splits_over_k(bool bf16, bool tb, int64_t M, int64_t N, int64_t K) {
   const int nt = omp_get_max_threads();
   if (nt == 1 || omp_in_parallel() || M * N * K < kMinParallelWork) return false;
@@ -122,7 +123,8 @@ void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, co
   // thread order. Measured on a Zen 3 EPYC at 2 threads, operands flushed from cache, against
   // OpenBLAS's own threads: 1.11-1.2x on the ViT's [8192, 64..192]ᵀ·[8192, 64..128] (session 15).
   // Otherwise OpenBLAS's own threads split it better than rows of C do, since each row block
-  // repacks all of b: 1.05-1.5x on the ViT's and the char-GPT's dW products.
+  // repacks all of b: 1.05-1.5x on the ViT's and the char-GPT's dW products (before the direct
+  // kernel took them).
   // With bf16 the same split, each thread packing only its slice of both operands.
   if constexpr (std::is_same_v<T, float>)
     if (ta && splits_over_k(bf16, tb, M, N, K)) return gemm_split_k(nt, bf16, tb, M, N, K, a, lda, b, ldb, c, ldc, s);

@@ -31,12 +31,13 @@ bool has_direct_gemm() { return direct_gemm_isa() != DirectIsa::None; }
 // Measured at one thread against cblas_sgemm on the same operands.
 // AVX-512: 1.15-1.45x OpenBLAS on the models' weight gradients and 1.1-1.4x on their [8192, C] x
 // [C, N] products up to N = 256. On a Zen 4 EPYC (session 20, 1 thread, warm, min of 7 x 50 calls)
-// also 1.05-1.13x wider, up to N = 512 (the char-GPT's [384, 128]·[384..512, 128]ᵀ 110-111 against
+// also 1.05-1.14x wider, up to N = 512 (the char-GPT's [384, 128]·[384..512, 128]ᵀ 110-111 against
 // 100-101 GFLOP/s, 512³, [4096, 128]·[128, 512]), and on weight gradients with up to 512 rows
 // ([384..512, 768]ᵀ·[768, 128], [128, 768]ᵀ·[768, 512]: 109-113 against 97-102); N = 1024 is left
-// to OpenBLAS ([4096, 256]·[256, 1024] 0.99x). On the tiny products of MHLA and the attention kernels (Zen 4, session 19, 1 thread,
-// warm, min of 5 x 20,000 calls): with B transposed the direct kernel is 1.15-1.65x OpenBLAS from
-// M = N up (16x16x16 150-173 against 248-283 ns; 32x32x32, 64x64x16..64, 128x64x64, 256x256x16)
+// to OpenBLAS ([4096, 256]·[256, 1024] 0.99x). On the tiny products of MHLA and the attention
+// kernels (Zen 4, session 19, 1 thread, warm, min of 5 x 20,000 calls): with B transposed the
+// direct kernel is 1.15-1.65x OpenBLAS from M = N up (16x16x16 150-173 against 248-283 ns;
+// 32x32x32, 64x64x16..64, 128x64x64, 256x256x16)
 // and 1.14-1.41x on the causal MHLA's shorter products (8x32x32, 16x32..64x32, 32x64..128x64),
 // 0.89-0.95x on 16x64x64 and 0.62x on 4x32x32; untransposed, OpenBLAS's small-matrix kernels are
 // 1.03-1.28x faster up to 64x64x64 (16x16x16 97 against 110-124 ns) and 0.87-0.89x from 128³ and
