@@ -315,3 +315,119 @@ TEST_CASE("linear_add: errors name the op and the residual's shape, dtype and de
   CHECK_THROWS_WITH_AS(linear_add(x, w, randn64({5}, 8, false), randn32({3, 5}, 9)),
                        doctest::Contains("[linear_add] x, weight, bias must share"), linea::Error);
 }
+
+TEST_CASE("gemm_mul: out = (a·b) ∘ m on every CPU path, the same bits as gemm then a multiply") {
+  // The paths of the residual test above, float32 also under bf16 dot products. gemm_mul's multiply
+  // rounds once after the product, as a separate multiply does.
+  Generator gen(33);
+  struct Case {
+    Shape a, b;
+    bool ta, broadcast_b;
+  };
+  Backend& be = backend(Device::cpu());
+  for (const Case& c : {Case{{1, 3, 5}, {1, 5, 6}, false, false}, Case{{2, 150, 40}, {1, 40, 60}, false, true},
+                        Case{{3, 7, 5}, {3, 5, 6}, false, false}, Case{{1, 20, 40}, {1, 40, 600}, false, false},
+                        Case{{1, 16, 4096}, {1, 4096, 8}, true, false}, Case{{1, 64, 30}, {1, 30, 70}, true, false},
+                        Case{{1, 768, 128}, {1, 128, 512}, false, false}, Case{{2, 4, 0}, {2, 0, 3}, false, false}})
+    for (DType dtype : {float64, float32})
+      for (MatmulPrecision precision : {MatmulPrecision::Highest, MatmulPrecision::BF16}) {
+        if (dtype == float64 && precision == MatmulPrecision::BF16) continue;
+        CAPTURE(shape_str(c.a));
+        CAPTURE(shape_str(c.b));
+        CAPTURE(dtype);
+        CAPTURE(int(precision));
+        AutocastGuard guard(precision);
+        Tensor a = c.ta ? randn({c.a[0], c.a[2], c.a[1]}, gen, float64).to(dtype).transpose(1, 2)
+                        : randn(c.a, gen, float64).to(dtype);
+        Tensor b = randn(c.b, gen, float64).to(dtype);
+        const int64_t batch = c.a[0], M = c.a[1], N = c.b[2];
+        if (c.broadcast_b) b = b.expand({batch, c.b[1], N});
+        const Tensor m = randn({batch, M, N}, gen, float64).to(dtype), m0 = m.clone();
+        const Tensor out = full({batch, M, N}, -5.0, Options(dtype));
+        be.gemm_mul(a, b, out, m);
+        const Tensor product = empty({batch, M, N}, dtype);
+        be.gemm(a, b, product, Tensor(), Tensor());
+        CHECK(allclose(out, product * m, 0, 0));
+        if (precision == MatmulPrecision::Highest) {
+          const Tensor expect = ref_matmul(a.to(float64), b.to(float64)) * m.to(float64);
+          if (dtype == float64) CHECK(allclose(out, expect, 1e-11, 1e-11));
+          else CHECK(allclose(out, expect, 1e-3, 1e-4));
+        }
+        CHECK(allclose(m, m0, 0, 0));  // a separate m is read, never written
+      }
+}
+
+TEST_CASE("gemm_mul: errors name m's shape, dtype, layout and storage") {
+  Backend& be = backend(Device::cpu());
+  const Tensor a = randn32({1, 3, 4}, 5), b = randn32({1, 4, 5}, 6), out = empty({1, 3, 5});
+  CHECK_THROWS_WITH_AS(be.gemm_mul(a, b, out, randn32({1, 3, 4}, 7)),
+                       doctest::Contains("[gemm_mul] m must be a contiguous float32 (1, 3, 5) on cpu like out, got "
+                                         "float32 (1, 3, 4)"),
+                       linea::Error);
+  CHECK_THROWS_WITH_AS(be.gemm_mul(a, b, out, randn64({1, 3, 5}, 7, false)), doctest::Contains("got float64"),
+                       linea::Error);
+  CHECK_THROWS_WITH_AS(be.gemm_mul(a, b, out, randn32({1, 5, 3}, 7).transpose(1, 2)),
+                       doctest::Contains("[gemm_mul] m must be a contiguous"), linea::Error);
+  CHECK_THROWS_WITH_AS(be.gemm_mul(a, b, out, Tensor()), doctest::Contains("got undefined"), linea::Error);
+  // The product would overwrite m before the multiply reads it.
+  CHECK_THROWS_WITH_AS(be.gemm_mul(a, b, out, out), doctest::Contains("[gemm_mul] m must not share out's storage"),
+                       linea::Error);
+  CHECK_THROWS_WITH_AS(be.gemm_mul(a, randn32({1, 3, 5}, 8), out, randn32({1, 3, 5}, 9)),
+                       doctest::Contains("[gemm] shapes"), linea::Error);
+}
+
+TEST_CASE("gelu_linear_add: linear_add(gelu(h)) in one op, the same values and gradients, float64 gradients") {
+  Generator gen(34);
+  for (GeluApprox approx : {GeluApprox::Erf, GeluApprox::Tanh})
+    for (bool with_residual : {true, false})
+      for (const Shape& hs : {Shape{3, 4, 5}, Shape{2, 150, 40}, Shape{96, 128}}) {
+        CAPTURE(int(approx));
+        CAPTURE(with_residual);
+        CAPTURE(shape_str(hs));
+        const int64_t out_f = hs.back() == 5 ? 3 : 64;
+        Shape rs = hs;
+        rs.back() = out_f;
+        // float32, every input needing a gradient: exactly the composition's output and gradients.
+        const Tensor h = randn(hs, gen, float32), w = randn({out_f, hs.back()}, gen, float32);
+        const Tensor b = randn({out_f}, gen, float32), r = with_residual ? randn(rs, gen, float32) : Tensor();
+        std::vector<Tensor> fused_grads, composed_grads;
+        for (bool fused : {true, false}) {
+          std::vector<Tensor> in{h.detach().requires_grad_(), w.detach().requires_grad_(), b.detach().requires_grad_()};
+          if (with_residual) in.push_back(r.detach().requires_grad_());
+          const Tensor res = with_residual ? in[3] : Tensor();
+          const Tensor y = fused ? gelu_linear_add(in[0], approx, in[1], in[2], res)
+                         : with_residual ? linear_add(gelu(in[0], approx), in[1], in[2], res)
+                                         : linear(gelu(in[0], approx), in[1], in[2]);
+          sum(y * y).backward();
+          for (const Tensor& t : in) (fused ? fused_grads : composed_grads).push_back(t.grad());
+          if (fused) CHECK(allclose(y, (with_residual ? linear_add(gelu(h, approx), w, b, r)
+                                                      : linear(gelu(h, approx), w, b)), 0, 0));
+        }
+        for (size_t i = 0; i < fused_grads.size(); ++i) CHECK(allclose(fused_grads[i], composed_grads[i], 0, 0));
+      }
+  auto f = [](GeluApprox approx) {
+    return [approx](const std::vector<Tensor>& in) { return gelu_linear_add(in[0], approx, in[1], in[2], in[3]); };
+  };
+  for (GeluApprox approx : {GeluApprox::Erf, GeluApprox::Tanh})
+    CHECK_GRADCHECK(f(approx), {randn64({2, 3, 5}, 11), randn64({4, 5}, 12), randn64({4}, 13), randn64({2, 3, 4}, 14)});
+  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return gelu_linear_add(in[0], GeluApprox::Erf, in[1], Tensor(),
+                                                                             Tensor()); },
+                  {randn64({3, 6}, 15), randn64({2, 6}, 16)});
+  // h needing no gradient: only the weight's and bias's, and no derivative kept.
+  const Tensor hc = randn64({3, 5}, 17, false);
+  CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return gelu_linear_add(hc, GeluApprox::Erf, in[0], in[1],
+                                                                              Tensor()); },
+                  {randn64({4, 5}, 18), randn64({4}, 19)});
+}
+
+TEST_CASE("gelu_linear_add: errors name the op, the shapes and the residual") {
+  const Tensor h = randn32({3, 4}, 1), w = randn32({5, 4}, 2), b = randn32({5}, 3);
+  CHECK_THROWS_WITH_AS(gelu_linear_add(h, GeluApprox::Erf, randn32({5, 3}, 4), b, Tensor()),
+                       doctest::Contains("[gelu_linear_add] expected x [..., in]"), linea::Error);
+  CHECK_THROWS_WITH_AS(
+      gelu_linear_add(h, GeluApprox::Erf, w, b, randn32({3, 4}, 5)),
+      doctest::Contains("[gelu_linear_add] residual must be the output's (3, 5) float32 on cpu, got (3, 4)"),
+      linea::Error);
+  CHECK_THROWS_WITH_AS(gelu_linear_add(h, GeluApprox::Erf, w, randn64({5}, 6, false), Tensor()),
+                       doctest::Contains("[gelu_linear_add] x, weight, bias must share"), linea::Error);
+}
