@@ -25,6 +25,8 @@ using Dims = fused_checks::MhlaDims;
 Dims check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
            const Backend::MHLAArgs& a) {
   const Dims g = fused_checks::mhla(op, q, k, v, mix, a);
+  LINEA_CHECK(!a.normalised, "[{}] the CUDA kernels have no causal normaliser (has_fused_causal_normaliser is false)",
+              op);
   LINEA_CHECK(g.d <= kMaxHeadDim && g.dv <= kMaxHeadDim,
               "[{}] the fused CUDA kernels take head dims d, dv <= {}, got d = {}, dv = {} (use mhla_composite)", op,
               kMaxHeadDim, g.d, g.dv);

@@ -176,14 +176,22 @@ class Backend {
     FeatureMap feature_map = FeatureMap::ReluEps;
     double eps = 0;       // ReluEps offset and the non-causal normaliser's floor
     double scale = 1;     // causal only, already resolved (d^-1/2 by default)
+    // Causal only: causal linear attention's normaliser (nn/functional/linear_attention.cpp). The
+    // kernels run on V' = [V | 1] without it being stored, write o_t = U'_t[:dv] / r_t with
+    // r_t = U'_t[dv] + eps, and the backward forms dU' = [G / r | −rowsum(G ∘ O) / r] from grad.
+    bool normalised = false;
   };
   virtual bool has_fused_mhla(bool causal) const { return false; }
+  // Whether the causal kernels take MHLAArgs::normalised (the CPU's; elsewhere linear attention
+  // appends V's ones column and normalises around the kernels).
+  virtual bool has_fused_causal_normaliser() const { return false; }
   // The defaults throw "[mhla] this device has no fused MHLA kernels" (backend.cpp).
   // Writes out and what the backward reads (φ is recomputed there from q, k):
   //   non-causal: s = S'_j = φ(K_j)ᵀ[V_j | 1] and sh = Ŝ' = W S', both [BH, M, d, dv+1];
   //               r = the normaliser φ(q_t)·ẑ + eps, [BH, N]
   //   causal:     s = S_j = φ(K_j)ᵀV_j and sh = scale · Σ_{j<i} W_ij S_j, both [BH, M, d, dv];
   //               r is not used (pass an undefined tensor)
+  //   normalised: as causal on V', so s and sh are [BH, M, d, dv+1], and r [BH, N] as non-causal
   virtual void mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
                             const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r);
   // From grad = dL/dout [B, H, N, dv] and the forward's tensors, writes dq, dk, dv (shaped like q,

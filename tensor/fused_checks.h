@@ -128,6 +128,7 @@ inline MhlaDims mhla(const char* op, const Tensor& q, const Tensor& k, const Ten
   LINEA_CHECK(is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype() && mix.dtype() == q.dtype(),
               "[{}] q, k, v, mix must share float32 or float64, got {} / {} / {} / {}", op, q.dtype(), k.dtype(),
               v.dtype(), mix.dtype());
+  LINEA_CHECK(a.causal || !a.normalised, "[{}] the normalised form is causal linear attention's: causal only", op);
   MhlaDims g{q.size(0), q.size(1), q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), a.block_len, 0};
   LINEA_CHECK(g.N > 0 && g.d > 0 && g.dv > 0 && g.L > 0, "[{}] empty input or block_len <= 0: q {}, block_len {}", op,
               shape_str(q.shape()), g.L);

@@ -205,6 +205,7 @@ class ProfilingBackend final : public Backend {
   }
 
   bool has_fused_mhla(bool causal) const override { return in_.has_fused_mhla(causal); }
+  bool has_fused_causal_normaliser() const override { return in_.has_fused_causal_normaliser(); }
   void mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
                     const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) override {
     timed("mhla_forward", 0, touched({&q, &k, &v, &out, &s, &sh}),

@@ -159,14 +159,17 @@ TEST_CASE("linear_attention equals the naive normalised quadratic form, every fe
   }
 }
 
-// On the CPU linear_attention runs the MHLA kernels (causal: 10 chunks of 16 tokens here); the
-// compositions (causal: 3 chunks of 64) are checked the same way.
+// On the CPU linear_attention runs the MHLA kernels (causal: 10 chunks of 16 tokens here, the
+// normaliser inside the kernels); the compositions (causal: 3 chunks of 64) and the causal kernels
+// on V' with the normaliser around them (CUDA's form) are checked the same way.
 TEST_CASE("linear_attention backward equals the naive form's, kernels and compositions, causal or not") {
+  enum Form { Kernels, Composite, KernelsOnOnesColumn };
   for (F::FeatureMap fm : kMaps) {
-    for (bool composite : {false, true}) {
+    for (Form form : {Kernels, Composite, KernelsOnOnesColumn}) {
       for (bool causal : {false, true}) {
+        if (form == KernelsOnOnesColumn && !causal) continue;
         CAPTURE(int(fm));
-        CAPTURE(composite);
+        CAPTURE(int(form));
         CAPTURE(causal);
         Tensor q = strided64(2, 2, 150, 5, 28), k = strided64(2, 2, 150, 5, 29), v = strided64(2, 2, 150, 4, 30);
         if (fm == F::FeatureMap::Identity) {
@@ -175,8 +178,10 @@ TEST_CASE("linear_attention backward equals the naive form's, kernels and compos
         }
         F::LinearAttentionOptions o{causal, fm, 1e-6};
         Tensor g = randn64({2, 2, 150, 4}, 31, false);
-        const Tensor out = composite ? F::detail::linear_attention_composite("linear_attention", {q, k, v}, 0, o)
-                                     : F::linear_attention(q, k, v, o);
+        const Tensor out =
+            form == Composite ? F::detail::linear_attention_composite("linear_attention", {q, k, v}, 0, o)
+            : form == Kernels ? F::linear_attention(q, k, v, o)
+                              : F::detail::linear_attention_kernel_causal("linear_attention", {q, k, v}, 0, o);
         sum(out * g).backward();
         Tensor gq = q.grad(), gk = k.grad(), gv = v.grad();
         q.zero_grad(), k.zero_grad(), v.zero_grad();

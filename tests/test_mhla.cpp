@@ -340,4 +340,20 @@ TEST_CASE("mhla: the CPU's fused kernels refuse mismatched saved tensors and out
                        doctest::Contains("[mhla_forward] q must be"), Error);
   cpu.mhla_forward(q, q, v, mix, a, out, s, sh, r);  // the same call with matching outputs runs
   CHECK(std::isfinite(sum(out).item()));
+  // The normaliser of causal linear attention: causal only, with summaries carrying V's ones column
+  // and r, as the non-causal form's.
+  a.normalised = true;
+  CHECK_THROWS_WITH_AS(cpu.mhla_forward(q, q, v, mix, a, out, s, sh, r),
+                       doctest::Contains("[mhla_forward] the normalised form is causal linear attention's: causal only"),
+                       Error);
+  a.causal = true;
+  CHECK_THROWS_WITH_AS(cpu.mhla_forward(q, q, v, mix, a, out, s, sh, Tensor()),
+                       doctest::Contains("r undefined do not fit q (1, 2, 8, 3) and v (1, 2, 8, 4) (causal, normalised)"),
+                       Error);
+  CHECK_THROWS_WITH_AS(cpu.mhla_forward(q, q, v, mix, a, out, empty({2, 2, 3, 4}, float64),
+                                        empty({2, 2, 3, 4}, float64), r),
+                       doctest::Contains("(causal, normalised)"), Error);
+  CHECK(cpu.has_fused_causal_normaliser());
+  cpu.mhla_forward(q, q, v, mix, a, out, s, sh, r);
+  CHECK(std::isfinite(sum(out).item()));
 }

@@ -7,8 +7,9 @@
 //
 // On a backend with MHLA kernels (has_fused_mhla: the CPU and the GPU) the kernels run it: non-
 // causal linear attention is MHLA with one block (M = 1, W = [1]); causal linear attention is
-// causal MHLA (spec §3) with every mixing weight 1 and scale 1, run on V' (kernel_causal below).
-// Elsewhere, and as the forms those kernels are tested against, the compositions here
+// causal MHLA (spec §3) with every mixing weight 1 and scale 1, run on V': the CPU's kernels take
+// V and the normaliser themselves (kernel_causal_normalised below), CUDA's run on V' with the
+// division and dU' as ops around them (detail::linear_attention_kernel_causal). Elsewhere, and as the forms those kernels are tested against, the compositions here
 // (detail::linear_attention_composite).
 // Causal: chunks of kChunk tokens. Chunk i reads the summaries of all earlier chunks,
 // P_i = Σ_{j<i} S_j with S_j = φ(K_j)ᵀ V'_j, plus its own masked quadratic block:
@@ -167,12 +168,82 @@ struct KernelSaved {
   auto tensors() { return std::tie(q, k, v1, w, u, s, sh, o, r); }
 };
 
+// Causal linear attention on kernels that take the normaliser themselves (MHLAArgs::normalised,
+// has_fused_causal_normaliser: the CPU's): they read V, write o and r, and form dU' from the output
+// gradient, so there is no ones column, no division and no dU' around them, and o, dq, dk, dv are
+// written where the heads lie (o token-major, the gradients into the packed projection's).
+struct NormalisedSaved {
+  Tensor q, k, v, w, s, sh, o, r;
+  auto tensors() { return std::tie(q, k, v, w, s, sh, o, r); }
+};
+
+Tensor kernel_causal_normalised(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
+                                const LinearAttentionOptions& opts) {
+  const detail::Heads h0 = detail::heads_of(op, inputs, packed);
+  const int64_t B = h0[0].size(0), H = h0[0].size(1), N = h0[0].size(2), d = h0[0].size(3), dv = h0[2].size(3);
+  const int64_t M = (N + kKernelChunk - 1) / kKernelChunk;
+  Backend::MHLAArgs args{true, kKernelChunk, opts.feature_map, opts.eps, 1.0};
+  args.normalised = true;
+  const Options o(h0[0].dtype(), h0[0].device());
+  using detail::empty_rows_like, detail::unit_stride_rows;
+  return detail::qkv_function(
+      op, inputs, packed,
+      [&](const detail::Heads& h, const std::vector<Tensor>&) {
+        Tensor q = unit_stride_rows(h[0]), k = unit_stride_rows(h[1]), v = unit_stride_rows(h[2]);
+        Tensor w = tril(ones({M, M}, o)), out = empty_rows_like(q, dv), r = empty({B * H, N}, o.dtype, o.device);
+        Tensor s = empty({B * H, M, d, dv + 1}, o.dtype, o.device), sh = empty(s.shape(), o.dtype, o.device);
+        backend(o.device).mhla_forward(q, k, v, w, args, out, s, sh, r);
+        const NormalisedSaved sv{.q = q, .k = k, .v = v, .w = w, .s = s, .sh = sh, .o = out, .r = r};
+        return Forward{out, pack_saved(sv)};
+      },
+      [args, o, d, dv](const std::vector<Tensor>& saved, const Tensor& g,
+                       const detail::Heads& dest) -> std::vector<Tensor> {
+        const NormalisedSaved sv = unpack_saved<NormalisedSaved>(saved);
+        const detail::Heads dx = dest[0].defined() ? dest
+                                                   : detail::Heads{empty_rows_like(sv.q, d), empty_rows_like(sv.k, d),
+                                                                   empty_rows_like(sv.v, dv)};
+        const Tensor dw = empty(sv.w.shape(), o.dtype, o.device);
+        backend(o.device).mhla_backward(sv.q, sv.k, sv.v, sv.w, args, sv.o, sv.s, sv.sh, sv.r,
+                                        unit_stride_rows(g), dx[0], dx[1], dx[2], dw);
+        return {dx[0], dx[1], dx[2]};
+      });
+}
+
+// Non-causal linear attention on the device's MHLA kernels: MHLA with one block of all N tokens
+// and W = [1] (spec §5.1 with M = 1), whose output and normaliser are linear attention's. Run as
+// the public mhla ops, so q, k, v are read where they lie and the packed form's gradient is one
+// buffer. Measured on the ViT (64 tokens, head dim 16), one step against the composition:
+// 0.90-0.93x the time (session 15).
+Tensor kernel_noncausal(const std::vector<Tensor>& inputs, int64_t packed, const detail::Heads& h,
+                        const LinearAttentionOptions& opts) {
+  const Tensor one = ones({1, 1}, Options(h[0].dtype(), h[0].device()));
+  const MHLAOptions mo{.causal = false, .block_len = h[0].size(2), .feature_map = opts.feature_map, .eps = opts.eps};
+  return packed ? mhla_qkv(inputs[0], packed, one, mo) : mhla(h[0], h[1], h[2], one, mo);
+}
+
+// The checks, and the kernels' or the composition's form on `inputs` ({q, k, v}, or {qkv} with
+// packed = H).
+Tensor attend(const char* op, const std::vector<Tensor>& inputs, int64_t packed, const LinearAttentionOptions& opts) {
+  const detail::Heads h = detail::heads_of(op, inputs, packed);
+  const Tensor &q = h[0], &v = h[2];
+  detail::check_qkv(op, q, h[1], v);
+  LINEA_CHECK(opts.eps >= 0, "[{}] eps must be >= 0, got {}", op, opts.eps);
+  LINEA_CHECK(q.size(2) > 0 && q.size(3) > 0 && v.size(3) > 0, "[{}] empty sequence or head dim: q {} / v {}", op,
+              shape_str(q.shape()), shape_str(v.shape()));
+  if (!kernels_run(h, opts.causal)) return detail::linear_attention_composite(op, inputs, packed, opts);
+  if (!opts.causal) return kernel_noncausal(inputs, packed, h, opts);
+  if (backend(q.device()).has_fused_causal_normaliser()) return kernel_causal_normalised(op, inputs, packed, opts);
+  return detail::linear_attention_kernel_causal(op, inputs, packed, opts);
+}
+
+}  // namespace
+
 // Causal linear attention on the device's causal MHLA kernels: U' = MHLA(q, k, V'; W = lower-
 // triangular ones, scale 1), then o and r from U' as in the composition; the backward hands the
 // kernels dU' = [Ḡ | δ] and keeps dV = dV'[:, :dv]. q and k are read where they lie (a packed
 // projection's heads), and dq, dk are written into the thirds of its gradient.
-Tensor kernel_causal(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
-                     const LinearAttentionOptions& opts) {
+Tensor detail::linear_attention_kernel_causal(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
+                                              const LinearAttentionOptions& opts) {
   const detail::Heads h0 = detail::heads_of(op, inputs, packed);
   const int64_t B = h0[0].size(0), H = h0[0].size(1), N = h0[0].size(2), d = h0[0].size(3), dv = h0[2].size(3);
   const int64_t M = (N + kKernelChunk - 1) / kKernelChunk;
@@ -202,33 +273,6 @@ Tensor kernel_causal(const char* op, const std::vector<Tensor>& inputs, int64_t 
         return {dq, dk, dv1.narrow(-1, 0, dv)};
       });
 }
-
-// Non-causal linear attention on the device's MHLA kernels: MHLA with one block of all N tokens
-// and W = [1] (spec §5.1 with M = 1), whose output and normaliser are linear attention's. Run as
-// the public mhla ops, so q, k, v are read where they lie and the packed form's gradient is one
-// buffer. Measured on the ViT (64 tokens, head dim 16), one step against the composition:
-// 0.90-0.93x the time (session 15).
-Tensor kernel_noncausal(const std::vector<Tensor>& inputs, int64_t packed, const detail::Heads& h,
-                        const LinearAttentionOptions& opts) {
-  const Tensor one = ones({1, 1}, Options(h[0].dtype(), h[0].device()));
-  const MHLAOptions mo{.causal = false, .block_len = h[0].size(2), .feature_map = opts.feature_map, .eps = opts.eps};
-  return packed ? mhla_qkv(inputs[0], packed, one, mo) : mhla(h[0], h[1], h[2], one, mo);
-}
-
-// The checks, and the kernels' or the composition's form on `inputs` ({q, k, v}, or {qkv} with
-// packed = H).
-Tensor attend(const char* op, const std::vector<Tensor>& inputs, int64_t packed, const LinearAttentionOptions& opts) {
-  const detail::Heads h = detail::heads_of(op, inputs, packed);
-  const Tensor &q = h[0], &v = h[2];
-  detail::check_qkv(op, q, h[1], v);
-  LINEA_CHECK(opts.eps >= 0, "[{}] eps must be >= 0, got {}", op, opts.eps);
-  LINEA_CHECK(q.size(2) > 0 && q.size(3) > 0 && v.size(3) > 0, "[{}] empty sequence or head dim: q {} / v {}", op,
-              shape_str(q.shape()), shape_str(v.shape()));
-  if (!kernels_run(h, opts.causal)) return detail::linear_attention_composite(op, inputs, packed, opts);
-  return opts.causal ? kernel_causal(op, inputs, packed, opts) : kernel_noncausal(inputs, packed, h, opts);
-}
-
-}  // namespace
 
 Tensor detail::linear_attention_composite(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
                                           const LinearAttentionOptions& opts) {

@@ -14,4 +14,11 @@ namespace linea::nn::functional::detail {
 Tensor linear_attention_composite(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
                                   const LinearAttentionOptions& opts);
 
+// Causal linear attention on the device's causal MHLA kernels run on V' = [V | 1], with the
+// division by the normaliser and dU' as ops around them: what linear_attention runs where the
+// kernels have no normaliser of their own (has_fused_causal_normaliser: CUDA), and the form the
+// normalising kernels are tested against. Needs has_fused_mhla(true); inputs as above.
+Tensor linear_attention_kernel_causal(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
+                                      const LinearAttentionOptions& opts);
+
 }  // namespace linea::nn::functional::detail

@@ -55,6 +55,7 @@ class CpuBackend final : public Backend {
 
   // fused MHLA, non-causal (cpu_mhla.cpp)
   bool has_fused_mhla(bool) const override { return true; }
+  bool has_fused_causal_normaliser() const override { return true; }
   void mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
                     const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) override;
   void mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,

@@ -30,23 +30,24 @@ namespace {
 
 using Dims = fused_checks::MhlaDims;
 
-// The shared checks, the saved tensors' (s and sh [BH, M, d, dv+1] non-causal or [BH, M, d, dv]
-// causal, r [BH, N] non-causal only) and that every tensor is on the CPU.
+// The shared checks, the saved tensors' (s and sh [BH, M, d, dv+1] non-causal or normalised,
+// [BH, M, d, dv] causal; r [BH, N] but for plain causal) and that every tensor is on the CPU.
 Dims check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
            const Backend::MHLAArgs& a, const Tensor& s, const Tensor& sh, const Tensor& r,
            std::initializer_list<const Tensor*> rows) {
   const Dims g = fused_checks::mhla(op, q, k, v, mix, a);
-  const int64_t cols = a.causal ? g.dv : g.dv + 1;
+  const bool ones = !a.causal || a.normalised;  // the summaries carry V's ones column
+  const int64_t cols = ones ? g.dv + 1 : g.dv;
   for (const Tensor* t : {&s, &sh, &r})
     if (t->defined())
       LINEA_CHECK(t->dtype() == q.dtype() && t->is_contiguous() && t->device().is_cpu(),
                   "[{}] s, sh and r must be contiguous CPU tensors of q's dtype {}, got {} {}", op, q.dtype(),
                   shape_str(t->shape()), t->dtype());
   LINEA_CHECK(s.defined() && sh.defined() && s.numel() == g.BH * g.M * g.d * cols && sh.numel() == s.numel() &&
-                  (a.causal || (r.defined() && r.numel() == g.BH * g.N)),
+                  (!ones || (r.defined() && r.numel() == g.BH * g.N)),
               "[{}] s {} / sh {} / r {} do not fit q {} and v {} ({})", op, shape_str(s.shape()),
               shape_str(sh.shape()), r.defined() ? shape_str(r.shape()) : "undefined", shape_str(q.shape()),
-              shape_str(v.shape()), a.causal ? "causal" : "non-causal");
+              shape_str(v.shape()), !a.causal ? "non-causal" : a.normalised ? "causal, normalised" : "causal");
   for (const Tensor* t : rows)
     LINEA_CHECK(t->device().is_cpu(), "[{}] every tensor must be on the CPU, got one on {}", op, t->device());
   return g;
@@ -358,30 +359,79 @@ std::vector<T> strict_lower(const T* w, int64_t M, T scale) {
   return ws;
 }
 
+// ---- causal linear attention's normaliser (MHLAArgs::normalised): the causal pair runs on
+// V' = [V | 1] and dU' in scratch of dv + 1 columns (pair dims `wide`), and the driver divides and
+// forms dU' around it, as nn/functional/linear_attention.cpp does around kernels without the flag.
+
+Dims widened(Dims g) {
+  ++g.dv;
+  return g;
+}
+
+// vp = [V | 1] for the N tokens of pair bh. copy_heads, not std::copy_n: GCC made each row's copy a
+// memmove call, 12% of the normalised pair's time (perf of a scratch driver).
+template <class T>
+void ones_column(const Rows<const T>& V, int64_t bh, int64_t N, T* vp) {
+  const int64_t dv = V.e;
+  copy_heads(V.pair(bh), 0, V.ld, vp, 0, dv + 1, 1, N, dv);
+  for (int64_t t = 0; t < N; ++t) vp[t * (dv + 1) + dv] = T(1);
+}
+
+// r_t = U'_t[dv] + eps and o_t = U'_t[:dv] / r_t (rows dv apart in o).
+template <class T>
+void divide_rows(const T* u, int64_t N, int64_t dv, T eps, T* o, T* r) {
+  for (int64_t t = 0; t < N; ++t) {
+    const T* ut = u + t * (dv + 1);
+    r[t] = ut[dv] + eps;
+    for (int64_t c = 0; c < dv; ++c) o[t * dv + c] = ut[c] / r[t];
+  }
+}
+
+// dU'_t = [g_t / r_t | −(g_t · o_t) / r_t] for the N tokens of pair bh.
+template <class T>
+void augmented_grad(const Rows<const T>& G, const Rows<const T>& O, int64_t bh, int64_t N, const T* r, T* du) {
+  const int64_t dv = G.e;
+  for (int64_t t = 0; t < N; ++t) {
+    const T *g = G.row(bh, t), *o = O.row(bh, t);
+    T* d = du + t * (dv + 1);
+    for (int64_t c = 0; c < dv; ++c) d[c] = g[c] / r[t];
+    d[dv] = -lane_sum<T>(dv, [&](int64_t c) { return g[c] * o[c]; }) / r[t];
+  }
+}
+
 // ---- the drivers: pairs on OpenMP threads, each task's rows gathered and scattered as needed
 
 
 template <FeatureMap fm, class T>
 void forward(const Dims& g, const Backend::MHLAArgs& a, Rows<const T> Q, Rows<const T> K, Rows<const T> V, const T* w,
              Rows<T> O, T* s, T* sh, T* r) {
-  const int64_t d = g.d, dv = g.dv, se = a.causal ? d * dv : g.block();
+  const int64_t d = g.d, dv = g.dv, se = a.causal && !a.normalised ? d * dv : g.block();
   const T eps = T(a.eps), scale = T(a.scale);
   const std::vector<T> ws = a.causal ? strict_lower(w, g.M, scale) : std::vector<T>();
+  const Dims wide = widened(g);  // the normalised form's pair: V' = [V | 1]
   // A task is one pair, or all H heads of one batch when some tensor needs gathering.
   const int64_t hp = Q.contiguous && K.contiguous && V.contiguous && O.contiguous ? 1 : g.H, n = hp * g.N;
 #pragma omp parallel
   {
     std::vector<T> fx(g.L * d), z(d), qb = buffer<T>(Q.contiguous, n * d), kb = buffer<T>(K.contiguous, n * d),
-                                      vb = buffer<T>(V.contiguous, n * dv), ob = buffer<T>(O.contiguous, n * dv);
-    CausalScratch<T> cs(a.causal ? g : Dims{}, false);
+                                      vb = buffer<T>(V.contiguous || a.normalised, n * dv),
+                                      ob = buffer<T>(O.contiguous, n * dv),
+                                      vp(a.normalised ? g.N * (dv + 1) : 0), up(vp.size());
+    CausalScratch<T> cs(!a.causal ? Dims{} : a.normalised ? wide : g, false);
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < g.BH / hp; ++task) {
       const int64_t bh0 = task * hp;
-      const T *q = gather(Q, bh0, hp, g.N, qb), *k = gather(K, bh0, hp, g.N, kb), *v = gather(V, bh0, hp, g.N, vb);
+      const T *q = gather(Q, bh0, hp, g.N, qb), *k = gather(K, bh0, hp, g.N, kb);
+      const T* v = a.normalised ? nullptr : gather(V, bh0, hp, g.N, vb);  // else read into vp below
       T* out = target(O, bh0, ob);
       for (int64_t h = 0; h < hp; ++h) {
         const int64_t bh = bh0 + h, od = h * g.N * d, odv = h * g.N * dv;
-        if (a.causal)
+        if (a.normalised) {
+          ones_column(V, bh, g.N, vp.data());
+          causal_forward_pair<fm>(wide, q + od, k + od, vp.data(), w, ws.data(), scale, eps, up.data(),
+                                  s + bh * g.M * se, sh + bh * g.M * se, cs);
+          divide_rows(up.data(), g.N, dv, eps, out + odv, r + bh * g.N);
+        } else if (a.causal)
           causal_forward_pair<fm>(g, q + od, k + od, v + odv, w, ws.data(), scale, eps, out + odv, s + bh * g.M * se,
                                   sh + bh * g.M * se, cs);
         else
@@ -441,9 +491,10 @@ template <FeatureMap fm, class T>
 void backward(const Dims& g, const Backend::MHLAArgs& a, Rows<const T> Q, Rows<const T> K, Rows<const T> V,
               const T* w, Rows<const T> Out, const T* s, const T* sh, const T* r, Rows<const T> G, Rows<T> DQ,
               Rows<T> DK, Rows<T> DV, T* dmix) {
-  const int64_t d = g.d, dv = g.dv, se = a.causal ? d * dv : g.block(), MM = g.M * g.M;
+  const int64_t d = g.d, dv = g.dv, se = a.causal && !a.normalised ? d * dv : g.block(), MM = g.M * g.M;
   const T eps = T(a.eps), scale = T(a.scale);
   const std::vector<T> ws = a.causal ? strict_lower(w, g.M, scale) : std::vector<T>();
+  const Dims wide = widened(g);  // the normalised form's pair: V' = [V | 1], dU'
   std::vector<T> dmix_pairs(g.BH * MM);  // per pair, summed in pair order below: deterministic
   const bool contiguous = Q.contiguous && K.contiguous && V.contiguous && Out.contiguous && G.contiguous &&
                           DQ.contiguous && DK.contiguous && DV.contiguous;
@@ -451,20 +502,31 @@ void backward(const Dims& g, const Backend::MHLAArgs& a, Rows<const T> Q, Rows<c
 #pragma omp parallel
   {
     BackwardScratch<T> scratch(a.causal ? Dims{} : g);
-    CausalScratch<T> cs(a.causal ? g : Dims{}, true);
+    CausalScratch<T> cs(!a.causal ? Dims{} : a.normalised ? wide : g, true);
+    std::vector<T> vp(a.normalised ? g.N * (dv + 1) : 0), dup(vp.size()), dvp(vp.size());
     std::vector<T> qb = buffer<T>(Q.contiguous, n * d), kb = buffer<T>(K.contiguous, n * d),
-                   vb = buffer<T>(V.contiguous, n * dv), gb = buffer<T>(G.contiguous || !a.causal, n * dv),
+                   vb = buffer<T>(V.contiguous || a.normalised, n * dv),
+                   gb = buffer<T>(G.contiguous || !a.causal || a.normalised, n * dv),
                    dqb = buffer<T>(DQ.contiguous, n * d),
                    dkb = buffer<T>(DK.contiguous, n * d), dvb = buffer<T>(DV.contiguous, n * dv);
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < g.BH / hp; ++task) {
       const int64_t bh0 = task * hp;
-      const T *q = gather(Q, bh0, hp, g.N, qb), *k = gather(K, bh0, hp, g.N, kb), *v = gather(V, bh0, hp, g.N, vb);
-      const T* grad = a.causal ? gather(G, bh0, hp, g.N, gb) : nullptr;  // the causal pair's products read it
+      const T *q = gather(Q, bh0, hp, g.N, qb), *k = gather(K, bh0, hp, g.N, kb);
+      const T* v = a.normalised ? nullptr : gather(V, bh0, hp, g.N, vb);  // else read into vp below
+      // The causal pair's products read the gradient (the normalised pair's dU', formed below).
+      const T* grad = a.causal && !a.normalised ? gather(G, bh0, hp, g.N, gb) : nullptr;
       T *dq = target(DQ, bh0, dqb), *dk = target(DK, bh0, dkb), *dvo = target(DV, bh0, dvb);
       for (int64_t h = 0; h < hp; ++h) {
         const int64_t bh = bh0 + h, od = h * g.N * d, odv = h * g.N * dv;
-        if (a.causal)
+        if (a.normalised) {
+          ones_column(V, bh, g.N, vp.data());
+          augmented_grad(G, Out, bh, g.N, r + bh * g.N, dup.data());
+          causal_backward_pair<fm>(wide, q + od, k + od, vp.data(), w, ws.data(), scale, eps, dup.data(),
+                                   s + bh * g.M * se, sh + bh * g.M * se, dq + od, dk + od, dvp.data(),
+                                   dmix_pairs.data() + bh * MM, cs);
+          copy_heads(dvp.data(), 0, dv + 1, dvo + odv, 0, dv, 1, g.N, dv);  // dV = dV'[:, :dv]
+        } else if (a.causal)
           causal_backward_pair<fm>(g, q + od, k + od, v + odv, w, ws.data(), scale, eps, grad + odv,
                                    s + bh * g.M * se, sh + bh * g.M * se, dq + od, dk + od, dvo + odv,
                                    dmix_pairs.data() + bh * MM, cs);
