@@ -201,19 +201,21 @@ void through_features(const T* __restrict dfx, const T* __restrict f, const T* _
 }
 
 // dU' = [Ḡ | δ] = [G / r | −rowsum(G ∘ O) / r] for a block's rows; G's and O's rows ldg and ldo
-// apart, read where they lie (nothing else reads them, so they are not gathered).
+// apart, read where they lie (nothing else reads them, so they are not gathered). Ḡ's rows ldb
+// apart, δ's values lds apart (the normalised causal form writes both into one [rows, dv + 1]).
 template <class T>
 void normalised_grad(const T* __restrict grad, int64_t ldg, const T* __restrict out, int64_t ldo,
-                     const T* __restrict r, int64_t rows, int64_t dv, T* __restrict gbar, T* __restrict delta) {
+                     const T* __restrict r, int64_t rows, int64_t dv, T* __restrict gbar, int64_t ldb,
+                     T* __restrict delta, int64_t lds) {
   for (int64_t t = 0; t < rows; ++t) {
     const T inv = T(1) / r[t];
     T dot = 0;
 #pragma omp simd reduction(+ : dot)
     for (int64_t c = 0; c < dv; ++c) {
-      gbar[t * dv + c] = grad[t * ldg + c] * inv;
+      gbar[t * ldb + c] = grad[t * ldg + c] * inv;
       dot += grad[t * ldg + c] * out[t * ldo + c];
     }
-    delta[t] = -dot * inv;
+    delta[t * lds] = -dot * inv;
   }
 }
 
@@ -360,8 +362,9 @@ std::vector<T> strict_lower(const T* w, int64_t M, T scale) {
 }
 
 // ---- causal linear attention's normaliser (MHLAArgs::normalised): the causal pair runs on
-// V' = [V | 1] and dU' in scratch of dv + 1 columns (pair dims `wide`), and the driver divides and
-// forms dU' around it, as nn/functional/linear_attention.cpp does around kernels without the flag.
+// V' = [V | 1] and dU' (normalised_grad) in scratch of dv + 1 columns (pair dims `wide`), and the
+// driver divides and forms dU' around it, as nn/functional/linear_attention.cpp does around
+// kernels without the flag.
 
 Dims widened(Dims g) {
   ++g.dv;
@@ -384,18 +387,6 @@ void divide_rows(const T* u, int64_t N, int64_t dv, T eps, T* o, T* r) {
     const T* ut = u + t * (dv + 1);
     r[t] = ut[dv] + eps;
     for (int64_t c = 0; c < dv; ++c) o[t * dv + c] = ut[c] / r[t];
-  }
-}
-
-// dU'_t = [g_t / r_t | −(g_t · o_t) / r_t] for the N tokens of pair bh.
-template <class T>
-void augmented_grad(const Rows<const T>& G, const Rows<const T>& O, int64_t bh, int64_t N, const T* r, T* du) {
-  const int64_t dv = G.e;
-  for (int64_t t = 0; t < N; ++t) {
-    const T *g = G.row(bh, t), *o = O.row(bh, t);
-    T* d = du + t * (dv + 1);
-    for (int64_t c = 0; c < dv; ++c) d[c] = g[c] / r[t];
-    d[dv] = -lane_sum<T>(dv, [&](int64_t c) { return g[c] * o[c]; }) / r[t];
   }
 }
 
@@ -461,7 +452,8 @@ void backward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w
     const int64_t rows = g.rows(i), t0 = i * g.L;
     const T *shi = shp + i * se, *qi = q + t0 * d;
     T* dshi = b.dsh.data() + i * se;
-    normalised_grad(grad + t0 * ldg, ldg, out + t0 * ldo, ldo, rp + t0, rows, dv, b.gbar.data(), b.delta.data());
+    normalised_grad(grad + t0 * ldg, ldg, out + t0 * ldo, ldo, rp + t0, rows, dv, b.gbar.data(), dv, b.delta.data(),
+                    int64_t(1));
     // dφQ_i = dU' Ŝ'_iᵀ = Ḡ Ŝ_iᵀ + δ ẑ_iᵀ, then φ'
     mm<T>(false, true, rows, d, dv, b.gbar.data(), dv, shi, e, b.dfx.data(), d);
     column(shi, d, e, dv, b.z.data());  // ẑ_i
@@ -521,7 +513,8 @@ void backward(const Dims& g, const Backend::MHLAArgs& a, Rows<const T> Q, Rows<c
         const int64_t bh = bh0 + h, od = h * g.N * d, odv = h * g.N * dv;
         if (a.normalised) {
           ones_column(V, bh, g.N, vp.data());
-          augmented_grad(G, Out, bh, g.N, r + bh * g.N, dup.data());
+          normalised_grad(G.pair(bh), G.ld, Out.pair(bh), Out.ld, r + bh * g.N, g.N, dv, dup.data(), dv + 1,
+                          dup.data() + dv, dv + 1);
           causal_backward_pair<fm>(wide, q + od, k + od, vp.data(), w, ws.data(), scale, eps, dup.data(),
                                    s + bh * g.M * se, sh + bh * g.M * se, dq + od, dk + od, dvp.data(),
                                    dmix_pairs.data() + bh * MM, cs);
