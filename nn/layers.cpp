@@ -90,7 +90,7 @@ Tensor MLP::forward(const Tensor& x) {
 // Without dropout, a GELU and fc2 run as one op (gelu_linear_add: its backward multiplies by
 // gelu' as the product stores dh) and the residual is added by fc2's gemm.
 Tensor MLP::forward_add(const Tensor& x, const Tensor& residual) {
-  if (drop->active()) return residual.defined() ? residual + forward(x) : forward(x);
+  if (drop->active()) return residual + forward(x);
   const Tensor h = fc1->forward(x);
   if (act && typeid(*act) == typeid(GELU))  // exactly GELU: a subclass may compute something else
     return gelu_linear_add(h, static_cast<const GELU&>(*act).approx(), fc2->weight, fc2->bias, residual);

@@ -407,29 +407,6 @@ TEST_CASE("MLP: fc1 -> GELU -> fc2, names, counts, gradients, gradcheck, dropout
   CHECK_FALSE(dropped.drop->is_training());
 }
 
-namespace {
-struct Square : nn::Module {  // an activation MLP does not fuse with fc2
-  Square() : Module("Square") {}
-  Tensor forward(const Tensor& x) override { return x * x; }
-};
-}  // namespace
-
-TEST_CASE("MLP: forward_add on any activation, with or without a residual or dropout") {
-  manual_seed(13);
-  nn::MLP sq(4, 6, 3, std::make_shared<Square>()), gelu(4, 6, 3);
-  const Tensor x = randn({2, 4}), r = randn({2, 3});
-  for (nn::MLP* m : {&sq, &gelu}) {
-    const Tensor expect = m->fc2->forward(m->act->forward(m->fc1->forward(x)));
-    CHECK(allclose(m->forward(x), expect, 0, 0));
-    CHECK(allclose(m->forward_add(x, Tensor()), expect, 0, 0));
-    CHECK(allclose(m->forward_add(x, r), expect + r, 1e-6, 1e-6));  // the gemm adds r: rounding order
-  }
-  nn::MLP dropped(4, 6, 3, nullptr, 0.5);
-  CHECK(dropped.forward_add(x, Tensor()).shape() == Shape{2, 3});
-  dropped.eval();
-  CHECK(allclose(dropped.forward_add(x, Tensor()), dropped.forward(x), 0, 0));
-}
-
 // ---------------------------------------------------------------------------------------------
 // hierarchical names and state dicts
 
