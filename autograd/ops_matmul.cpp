@@ -126,16 +126,12 @@ void check_linear(const char* op, const Tensor& x, const Tensor& weight, const T
 
 // x · weightᵀ (+ bias) (+ residual), inputs checked. The bias and the residual are the gemm's
 // epilogue (Backend::gemm), added as the product is stored: neither costs a pass over the output.
-// With dact defined, x is an activation's output act(in) and dact its derivative act'(in): the
-// gradient goes to `in` as dx ∘ dact, multiplied by the gemm as it stores dx (Backend::gemm_mul).
-// Otherwise `in` is x.
-Tensor linear_impl(const char* op, const Tensor& in, const Tensor& x, const Tensor& dact, const Tensor& weight,
-                   const Tensor& bias, const Tensor& residual) {
-  const int64_t in_f = weight.size(1), out_f = weight.size(0);
+Tensor linear_impl(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual) {
+  const int64_t in = weight.size(1), out_f = weight.size(0);
   const Tensor X = x.detach(), W = weight.detach(), A = X.dim() == 1 ? X.unsqueeze(0) : X;
   Shape full = A.shape(), w_full = A.shape();
   full.back() = out_f;
-  w_full[w_full.size() - 2] = in_f;
+  w_full[w_full.size() - 2] = in;
   w_full.back() = out_f;
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
@@ -146,24 +142,18 @@ Tensor linear_impl(const char* op, const Tensor& in, const Tensor& x, const Tens
   const int64_t rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));
 
   return autograd::record(
-      op, out, {in, weight, bias, residual},
-      [X, W, dact, rows, in_f, out_f, need_x = in.requires_grad(), need_w = weight.requires_grad(),
+      op, out, {x, weight, bias, residual},
+      [X, W, rows, in, out_f, need_x = x.requires_grad(), need_w = weight.requires_grad(),
        need_b = bias.defined() && bias.requires_grad(),
        need_r = residual.defined() && residual.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
         // dx = g·W, dW = gᵀ·x over every row, db = the column sums of g: with dW, in one call,
         // which the CPU runs in one pass over g (Backend::linear_weight_grad). The residual's is g.
         const Tensor G = g.reshape({rows, out_f});
         Tensor dx, dw, db;
-        if (need_x && dact.defined()) {
-          dx = empty(X.shape(), X.dtype(), X.device());
-          backend(G.device()).gemm_mul(G.unsqueeze(0), W.unsqueeze(0), dx.view({1, rows, in_f}),
-                                       dact.view({1, rows, in_f}));
-        } else if (need_x) {
-          dx = matmul(G, W).reshape(X.shape());
-        }
+        if (need_x) dx = matmul(G, W).reshape(X.shape());
         if (need_w) {
-          const Tensor Gc = G.contiguous(), Xc = X.reshape({rows, in_f}).contiguous();
-          dw = empty({out_f, in_f}, G.dtype(), G.device());
+          const Tensor Gc = G.contiguous(), Xc = X.reshape({rows, in}).contiguous();
+          dw = empty({out_f, in}, G.dtype(), G.device());
           if (need_b) db = empty({out_f}, G.dtype(), G.device());
           backend(G.device()).linear_weight_grad(Gc, Xc, dw, db);
         } else if (need_b) {
@@ -178,7 +168,7 @@ Tensor linear_impl(const char* op, const Tensor& in, const Tensor& x, const Tens
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (!bias.defined()) return matmul(x, weight.t());
   check_linear("linear", x, weight, bias);
-  return linear_impl("linear", x, x, Tensor(), weight, bias, Tensor());
+  return linear_impl("linear", x, weight, bias, Tensor());
 }
 
 Tensor linear_add(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual) {
@@ -189,28 +179,7 @@ Tensor linear_add(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   LINEA_CHECK(residual.shape() == out_shape && residual.dtype() == x.dtype() && residual.device() == x.device(),
               "[linear_add] residual must be the output's {} {} on {}, got {} {} on {}", shape_str(out_shape),
               x.dtype(), x.device(), shape_str(residual.shape()), residual.dtype(), residual.device());
-  return linear_impl("linear_add", x, x, Tensor(), weight, bias, residual);
-}
-
-Tensor gelu_linear_add(const Tensor& h, GeluApprox approx, const Tensor& weight, const Tensor& bias,
-                       const Tensor& residual) {
-  check_linear("gelu_linear_add", h, weight, bias);
-  Shape out_shape = h.shape();
-  out_shape.back() = weight.size(0);
-  LINEA_CHECK(!residual.defined() || (residual.shape() == out_shape && residual.dtype() == h.dtype() &&
-                                      residual.device() == h.device()),
-              "[gelu_linear_add] residual must be the output's {} {} on {}, got {} {} on {}", shape_str(out_shape),
-              h.dtype(), h.device(), shape_str(residual.shape()), residual.dtype(), residual.device());
-  const UnaryOp op = approx == GeluApprox::Erf ? UnaryOp::GeluErf : UnaryOp::GeluTanh;
-  const Tensor H = h.detach();
-  Tensor y = empty(h.shape(), h.dtype(), h.device()), d;
-  if (autograd::needs_grad({h})) {  // y and gelu'(h) from one pass, as gelu() takes them
-    d = empty(h.shape(), h.dtype(), h.device());
-    backend(h.device()).activation_with_grad(op, H, y, d);
-  } else {
-    backend(h.device()).unary(op, H, y, 0, 0);
-  }
-  return linear_impl("gelu_linear_add", h, y, d, weight, bias, residual);
+  return linear_impl("linear_add", x, weight, bias, residual);
 }
 
 }  // namespace linea

@@ -2,7 +2,6 @@
 // again), leading (batch) dims broadcast. Runs on BLAS gemm; transposed views are passed to BLAS
 // as transposes, not copied.
 #pragma once
-#include "linea/autograd/ops_elementwise.h"  // GeluApprox
 #include "linea/tensor/tensor.h"
 
 namespace linea {
@@ -18,12 +17,5 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // connection around its output projection). The gemm adds the product into a copy of the residual
 // (plus bias), so the add makes no pass of its own over the output; bias may be undefined.
 Tensor linear_add(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual);
-
-// residual + linear(gelu(h, approx), weight, bias), residual undefined for none: an MLP's fc2 on its
-// activation, the same values as that composition. gelu(h) and gelu'(h) come out of one pass, as in
-// gelu(), and the backward's dh = (g·weight) ∘ gelu'(h) is one product whose kernel multiplies as it
-// stores dh (Backend::gemm_mul), where the composition made a product and then a pass for g·gelu'.
-Tensor gelu_linear_add(const Tensor& h, GeluApprox approx, const Tensor& weight, const Tensor& bias,
-                       const Tensor& residual);
 
 }  // namespace linea

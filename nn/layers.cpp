@@ -1,7 +1,6 @@
 #include "linea/nn/layers.h"
 
 #include <cmath>
-#include <typeinfo>
 
 #include "linea/autograd/ops_matmul.h"
 #include "linea/nn/init.h"
@@ -82,20 +81,13 @@ MLP::MLP(int64_t in_features, int64_t hidden_features, int64_t out_features, std
 }
 
 Tensor MLP::forward(const Tensor& x) {
-  if (!drop->active()) return forward_add(x, Tensor());
   Tensor h = drop->forward(act->forward(fc1->forward(x)));
   return drop->forward(fc2->forward(h));
 }
 
-// Without dropout, a GELU and fc2 run as one op (gelu_linear_add: its backward multiplies by
-// gelu' as the product stores dh) and the residual is added by fc2's gemm.
 Tensor MLP::forward_add(const Tensor& x, const Tensor& residual) {
   if (drop->active()) return residual + forward(x);
-  const Tensor h = fc1->forward(x);
-  if (act && typeid(*act) == typeid(GELU))  // exactly GELU: a subclass may compute something else
-    return gelu_linear_add(h, static_cast<const GELU&>(*act).approx(), fc2->weight, fc2->bias, residual);
-  const Tensor y = act->forward(h);
-  return residual.defined() ? linear_add(y, fc2->weight, fc2->bias, residual) : fc2->forward(y);
+  return linear_add(act->forward(fc1->forward(x)), fc2->weight, fc2->bias, residual);
 }
 
 }  // namespace linea::nn

@@ -79,10 +79,6 @@ class Backend {
   // no pass of their own (cpu_matmul.cpp).
   virtual void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias,
                     const Tensor& residual) = 0;
-  // out = (a·b) ∘ m, m a contiguous tensor shaped like out in another storage: an activation's
-  // backward g·f'(x) where g comes out of a product (act_linear_add's dx). The default is gemm, then
-  // a multiply; the CPU multiplies as it stores out (cpu_matmul.cpp), saving that pass over out.
-  virtual void gemm_mul(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& m);
   // A linear layer's weight and bias gradients: dw = gᵀ·x and db = the column sums of g (when db
   // is defined). g [rows, out] and x [rows, in] contiguous, dw [out, in], db [out]. The default is
   // gemm then reduce; the CPU sums g inside the weight gradient's product where its own kernel

@@ -1,4 +1,4 @@
-// What a gemm kernel's product is added to (cpu::GemmEpilogue), for the kernels' tests
+// What a gemm kernel's product is added to (cpu::GemmAddend), for the kernels' tests
 // (test_matmul_direct.cpp, test_matmul_bf16.cpp): nothing, c itself, a separate residual (rows
 // ldr apart, which must stay unwritten), a bias row, or a residual and a bias.
 #pragma once
@@ -33,8 +33,8 @@ struct GemmStartValues {
   bool with_bias() const { return start == GemmStart::Bias || start == GemmStart::ResidualBias; }
 
   // The addend for a kernel writing c (rows ldc apart).
-  cpu::GemmEpilogue<float> addend(float* c, int64_t ldc) const {
-    cpu::GemmEpilogue<float> add;
+  cpu::GemmAddend<float> addend(float* c, int64_t ldc) const {
+    cpu::GemmAddend<float> add;
     if (start == GemmStart::Accumulate) add = {c, ldc};
     if (with_r()) add = {r.data(), ldr};
     if (with_bias()) add.bias = bias.data();

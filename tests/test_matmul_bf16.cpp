@@ -39,7 +39,7 @@ void reference(const Operand& a, const Operand& b, std::vector<double>& c, std::
 }
 
 using Gemm = void (*)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*,
-                      int64_t, const cpu::GemmEpilogue<float>&);
+                      int64_t, const cpu::GemmAddend<float>&);
 
 using Start = testing::GemmStart;
 

@@ -46,7 +46,7 @@ constexpr int64_t kFillFirst = 64 * 64;
 // direct kernel where it beats BLAS (gemm_direct.h), which adds the start as it stores c.
 template <class T>
 void gemm_serial(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
-                 int64_t ldb, T* c, int64_t ldc, const GemmEpilogue<T>& s) {
+                 int64_t ldb, T* c, int64_t ldc, const GemmAddend<T>& s) {
   if constexpr (std::is_same_v<T, float>) {
     if (bf16) return gemm_bf16(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
     if (direct_gemm_pays(ta, tb, M, N, K)) return gemm_direct(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
@@ -55,15 +55,14 @@ void gemm_serial(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, c
   const bool zero_first = !add && M * N >= kFillFirst;
   if (zero_first) zero_rows<T>(M, N, c, ldc);
   blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, add || zero_first ? T(1) : T(0), c, ldc);
-  multiply_rows<T>(M, N, s, c, ldc);
 }
 
 // c = aᵀ·b + start with K split over nt threads, float32 on the direct kernel (or gemm_bf16's with
 // bf16): thread 0 writes c (adding the start), the others their partial products, added into c in
-// thread order; then c ∘= s.mul. With a_sums (M floats; direct kernel only), also a_sums[i] = Σ_k a(i, k), each
+// thread order. With a_sums (M floats; direct kernel only), also a_sums[i] = Σ_k a(i, k), each
 // thread summing its slice in double as it reads it.
 void gemm_split_k(int nt, bool bf16, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
-                  const float* b, int64_t ldb, float* c, int64_t ldc, const GemmEpilogue<float>& s,
+                  const float* b, int64_t ldb, float* c, int64_t ldc, const GemmAddend<float>& s,
                   float* a_sums = nullptr) {
   std::vector<float> part(static_cast<size_t>(nt - 1) * M * N);
   std::vector<double> sums(a_sums ? static_cast<size_t>(nt) * M : 0, 0.0);
@@ -74,7 +73,7 @@ void gemm_split_k(int nt, bool bf16, bool tb, int64_t M, int64_t N, int64_t K, c
     float* dst = t == 0 ? c : part.data() + (t - 1) * M * N;
     double* my_sums = a_sums ? sums.data() + t * M : nullptr;
     const int64_t ldd = t == 0 ? ldc : N;
-    const GemmEpilogue<float> mine = t == 0 ? GemmEpilogue<float>{s.r, s.ldr, s.bias} : GemmEpilogue<float>{};
+    const GemmAddend<float> mine = t == 0 ? s : GemmAddend<float>{};
     const float *ak = a + k0 * lda, *bk = b + (tb ? k0 : k0 * ldb);
     if (k1 > k0 && bf16)
       gemm_bf16(true, tb, M, N, k1 - k0, ak, lda, bk, ldb, dst, ldd, mine);
@@ -86,7 +85,6 @@ void gemm_split_k(int nt, bool bf16, bool tb, int64_t M, int64_t N, int64_t K, c
   for (int t = 1; t < nt; ++t)
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) c[i * ldc + j] += part[((t - 1) * M + i) * N + j];
-  multiply_rows<float>(M, N, s, c, ldc);
   if (a_sums)
     for (int64_t i = 0; i < M; ++i) {
       double s = 0;
@@ -114,7 +112,7 @@ bool splits_over_k(bool bf16, bool tb, int64_t M, int64_t N, int64_t K) {
 // here, [8192,64]@[64,192] took 2.6 ms with its 2 threads and 1.05 ms split by rows.
 template <class T>
 void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
-                int64_t ldb, T* c, int64_t ldc, const GemmEpilogue<T>& s) {
+                int64_t ldb, T* c, int64_t ldc, const GemmAddend<T>& s) {
   const int nt = omp_get_max_threads();
   if (nt == 1 || omp_in_parallel() || M * N * K < kMinParallelWork)
     return gemm_serial<T>(bf16, ta, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
@@ -132,8 +130,7 @@ void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, co
     if (ta && splits_over_k(bf16, tb, M, N, K)) return gemm_split_k(nt, bf16, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
   if (ta && !bf16) {
     const bool add = write_addend<T>(M, N, s, c, ldc);
-    blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, add ? T(1) : T(0), c, ldc);
-    return multiply_rows<T>(M, N, s, c, ldc);
+    return blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, add ? T(1) : T(0), c, ldc);
   }
 #pragma omp parallel num_threads(nt)
   {
@@ -148,18 +145,29 @@ void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, co
     }
   }
 }
+}  // namespace
 
-// gemm and gemm_mul, checked: out = (a·b + residual + bias) ∘ m, each of the three where defined.
-void gemm_epilogue(CpuBackend& be, const kernel_checks::GemmShape& g, const Tensor& a_in, const Tensor& b_in,
-                   const Tensor& out, const Tensor& bias, const Tensor& residual, const Tensor& m) {
+// Where the weight gradient splits over K on the direct kernel, the bias gradient's column sums of
+// g come out of the same pass over g; otherwise gemm, then reduce.
+void CpuBackend::linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) {
+  const auto [rows, out, in] = kernel_checks::linear_weight_grad(g, x, dw, db);
+  if (!db.defined() || g.dtype() != DType::Float32 || matmul_precision() == MatmulPrecision::BF16 ||
+      !splits_over_k(false, false, out, in, rows))
+    return Backend::linear_weight_grad(g, x, dw, db);
+  gemm_split_k(omp_get_max_threads(), false, false, out, in, rows, g.data<float>(), out, x.data<float>(), in,
+               dw.data<float>(), in, {}, db.data<float>());
+}
+
+void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor& bias,
+                      const Tensor& residual) {
+  const kernel_checks::GemmShape g = kernel_checks::gemm(a_in, b_in, out, bias, residual);
   const int64_t batch = g.batch, M = g.M, N = g.N, K = g.K;
   if (out.numel() == 0) return;
   if (K == 0) {  // an empty sum: the residual, the bias, both or zeros (BLAS would be asked for lda = 0)
-    if (residual.defined() && bias.defined()) be.binary(BinaryOp::Add, residual, bias.expand(out.shape()), out);
-    else if (residual.defined()) be.copy(residual, out);
-    else if (bias.defined()) be.copy(bias.expand(out.shape()), out);
-    else be.fill(out, 0.0);
-    if (m.defined()) be.binary(BinaryOp::Mul, out, m, out);
+    if (residual.defined() && bias.defined()) binary(BinaryOp::Add, residual, bias.expand(out.shape()), out);
+    else if (residual.defined()) copy(residual, out);
+    else if (bias.defined()) copy(bias.expand(out.shape()), out);
+    else fill(out, 0.0);
     return;
   }
   const Tensor a = kernel_checks::blas_operand(a_in), b = kernel_checks::blas_operand(b_in);
@@ -174,42 +182,18 @@ void gemm_epilogue(CpuBackend& be, const kernel_checks::GemmShape& g, const Tens
   dispatch_floating(out.dtype(), "gemm", [&]<class T>() {
     const T *pa = a.data<T>(), *pb = b.data<T>(), *pbias = bias.defined() ? bias.data<T>() : nullptr;
     const T* pr = residual.defined() ? residual.data<T>() : nullptr;  // contiguous like out (kernel_checks)
-    const T* pm = m.defined() ? m.data<T>() : nullptr;                 // likewise
     T* pc = out.data<T>();
     if (fold) {
-      gemm_split<T>(bf16, false, vb.trans, batch * M, N, K, pa, va.ld, pb, vb.ld, pc, N,
-                    GemmEpilogue<T>{pr, N, pbias, pm, N});
+      gemm_split<T>(bf16, false, vb.trans, batch * M, N, K, pa, va.ld, pb, vb.ld, pc, N, GemmAddend<T>{pr, N, pbias});
       return;
     }
     parallel_if(batch > 1 && M * N * K <= kSmallGemm && batch * M * N * K >= kMinParallelWork, [&] {
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < batch; ++i)
         gemm_split<T>(bf16, va.trans, vb.trans, M, N, K, pa + i * sa, va.ld, pb + i * sb, vb.ld, pc + i * M * N, N,
-                      GemmEpilogue<T>{pr ? pr + i * M * N : nullptr, N, pbias, pm ? pm + i * M * N : nullptr, N});
+                      GemmAddend<T>{pr ? pr + i * M * N : nullptr, N, pbias});
     });
   });
-}
-
-}  // namespace
-
-// Where the weight gradient splits over K on the direct kernel, the bias gradient's column sums of
-// g come out of the same pass over g; otherwise gemm, then reduce.
-void CpuBackend::linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) {
-  const auto [rows, out, in] = kernel_checks::linear_weight_grad(g, x, dw, db);
-  if (!db.defined() || g.dtype() != DType::Float32 || matmul_precision() == MatmulPrecision::BF16 ||
-      !splits_over_k(false, false, out, in, rows))
-    return Backend::linear_weight_grad(g, x, dw, db);
-  gemm_split_k(omp_get_max_threads(), false, false, out, in, rows, g.data<float>(), out, x.data<float>(), in,
-               dw.data<float>(), in, {}, db.data<float>());
-}
-
-void CpuBackend::gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias,
-                      const Tensor& residual) {
-  gemm_epilogue(*this, kernel_checks::gemm(a, b, out, bias, residual), a, b, out, bias, residual, Tensor());
-}
-
-void CpuBackend::gemm_mul(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& m) {
-  gemm_epilogue(*this, kernel_checks::gemm_mul(a, b, out, m), a, b, out, Tensor(), Tensor(), m);
 }
 
 }  // namespace linea::cpu

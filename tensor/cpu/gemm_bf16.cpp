@@ -155,7 +155,7 @@ LINEA_BF16_TARGET void micro_kernel(int64_t kp, const uint32_t* A, const uint32_
 
 // The first block of K adds the addend; the blocks after it add into c.
 void gemm_bf16_kernel(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                      int64_t ldb, float* c, int64_t ldc, const GemmEpilogue<float>& add) {
+                      int64_t ldb, float* c, int64_t ldc, const GemmAddend<float>& add) {
   // Per thread and kept: after the first products of a given size, no allocation.
   thread_local std::vector<uint32_t> apack, bpack;
   apack.resize(std::max<size_t>(apack.size(), size_t(MC * KP)));
@@ -217,20 +217,20 @@ bool has_bf16_kernel() {
 }
 
 void gemm_bf16_rounded_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
-                             const float* b, int64_t ldb, float* c, int64_t ldc, const GemmEpilogue<float>& add) {
+                             const float* b, int64_t ldb, float* c, int64_t ldc, const GemmAddend<float>& add) {
   thread_local std::vector<float> ra, rb;
   rounded_copy(ta, M, K, a, lda, ra, K, M);
   rounded_copy(tb, K, N, b, ldb, rb, N, K);
   const bool start = write_addend<float>(M, N, add, c, ldc);
   blas_gemm<float>(false, false, M, N, K, ra.data(), K, rb.data(), N, start ? 1.0f : 0.0f, c, ldc);
-  multiply_rows<float>(M, N, add, c, ldc);
 }
 
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-               int64_t ldb, float* c, int64_t ldc, const GemmEpilogue<float>& add) {
-  if (!has_bf16_kernel()) return gemm_bf16_rounded_sgemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, add);
-  gemm_bf16_kernel(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, add);
-  multiply_rows<float>(M, N, add, c, ldc);  // the kernel adds the start only
+               int64_t ldb, float* c, int64_t ldc, const GemmAddend<float>& add) {
+  if (has_bf16_kernel())
+    gemm_bf16_kernel(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, add);
+  else
+    gemm_bf16_rounded_sgemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, add);
 }
 
 }  // namespace linea::cpu

@@ -21,23 +21,22 @@
 #pragma once
 #include <cstdint>
 
-#include "linea/tensor/cpu/gemm_direct.h"  // GemmEpilogue
+#include "linea/tensor/cpu/gemm_direct.h"  // GemmAddend
 
 namespace linea::cpu {
 
 constexpr int64_t kBf16MinProduct = 64 * 64 * 64, kBf16MinColumns = 16;
 
-// c[M,N] = (a[M,K]·b[K,N] + r + bias) ∘ mul (gemm_direct.h's GemmEpilogue: r = c accumulates; a
-// separate r and a bias row are added as r + bias; mul multiplies after), row-major, a or b read
-// transposed in place (ta, tb) as in blas_gemm. Serial: the caller splits large products across
-// threads. Needs K > 0.
+// c[M,N] = a[M,K]·b[K,N] + the addend (gemm_direct.h: r = c accumulates; a separate r and a bias
+// row are added as r + bias), row-major, a or b read transposed in place (ta, tb) as in blas_gemm.
+// Serial: the caller splits large products across threads. Needs K > 0.
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-               int64_t ldb, float* c, int64_t ldc, const GemmEpilogue<float>& add = {});
+               int64_t ldb, float* c, int64_t ldc, const GemmAddend<float>& add = {});
 
 // The fallback gemm_bf16 takes without the kernel (rounded copies + sgemm); public so the tests can
 // hold the kernel against it.
 void gemm_bf16_rounded_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
-                             const float* b, int64_t ldb, float* c, int64_t ldc, const GemmEpilogue<float>& add = {});
+                             const float* b, int64_t ldb, float* c, int64_t ldc, const GemmAddend<float>& add = {});
 
 // Whether this CPU runs gemm_bf16 on the AVX512-BF16 kernel.
 bool has_bf16_kernel();

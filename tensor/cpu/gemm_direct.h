@@ -24,31 +24,23 @@ bool has_direct_gemm();       // direct_gemm_isa() != None
 
 // What a product is added to (Backend::gemm's residual and bias): r [M, N] (rows ldr apart; r = c
 // accumulates, any other r must not overlap c) and a bias row of N. Either may be null; both are
-// added as the one value r + bias. Then, where mul [M, N] (rows ldm apart) is not null, the sum is
-// multiplied by it element by element (Backend::gemm_mul): c = (a·b + r + bias) ∘ mul. The direct
-// kernel and gemm_bf16.h's kernel add r and bias as they store each tile of c, and the direct kernel
-// multiplies there too; ahead of BLAS, write_addend (below) writes r + bias into c, and multiply_rows
-// multiplies after it. rows() and cols() are a block's share.
+// added as the one value r + bias. The direct kernel and gemm_bf16.h's kernel add them as they
+// store each tile of c; ahead of BLAS, write_addend (below) writes them into c. rows() and cols()
+// are a block's share.
 template <class T>
-struct GemmEpilogue {
+struct GemmAddend {
   const T* r = nullptr;
   int64_t ldr = 0;
   const T* bias = nullptr;
-  const T* mul = nullptr;
-  int64_t ldm = 0;
-  GemmEpilogue rows(int64_t i0) const {
-    return {r ? r + i0 * ldr : nullptr, ldr, bias, mul ? mul + i0 * ldm : nullptr, ldm};
-  }
-  GemmEpilogue cols(int64_t j0) const {
-    return {r ? r + j0 : nullptr, ldr, bias ? bias + j0 : nullptr, mul ? mul + j0 : nullptr, ldm};
-  }
+  GemmAddend rows(int64_t i0) const { return {r ? r + i0 * ldr : nullptr, ldr, bias}; }
+  GemmAddend cols(int64_t j0) const { return {r ? r + j0 : nullptr, ldr, bias ? bias + j0 : nullptr}; }
 };
-using Epilogue = GemmEpilogue<float>;
+using Addend = GemmAddend<float>;
 
 // c = r + bias (or either alone) written into c ahead of a product that adds into it (BLAS with
 // beta = 1); says whether c now holds a start. Where r is c itself, only the bias is added to it.
 template <class T>
-bool write_addend(int64_t M, int64_t N, const GemmEpilogue<T>& s, T* c, int64_t ldc) {
+bool write_addend(int64_t M, int64_t N, const GemmAddend<T>& s, T* c, int64_t ldc) {
   if (!s.r && !s.bias) return false;
   if (s.r == c && !s.bias) return true;
   for (int64_t i = 0; i < M; ++i) {
@@ -64,24 +56,12 @@ bool write_addend(int64_t M, int64_t N, const GemmEpilogue<T>& s, T* c, int64_t 
   return true;
 }
 
-// c ∘= s.mul after a product that did not multiply as it stored c (BLAS, gemm_bf16).
-template <class T>
-void multiply_rows(int64_t M, int64_t N, const GemmEpilogue<T>& s, T* c, int64_t ldc) {
-  if (!s.mul) return;
-  for (int64_t i = 0; i < M; ++i) {
-    T* ci = c + i * ldc;
-    const T* mi = s.mul + i * s.ldm;
-    for (int64_t j = 0; j < N; ++j) ci[j] *= mi[j];
-  }
-}
-
-// c[M,N] = (a[M,K]·b[K,N] + r + bias) ∘ mul as in GemmEpilogue, row-major, a or b read transposed
-// in place (ta, tb) as in blas_gemm. Serial; needs K > 0 and a kernel `isa` this CPU runs (tests
-// pick the narrower one).
+// c[M,N] = a[M,K]·b[K,N] + the addend, row-major, a or b read transposed in place (ta, tb) as in
+// blas_gemm. Serial; needs K > 0 and a kernel `isa` this CPU runs (tests pick the narrower one).
 // With ta, a_sums (M doubles, or null) also gets a_sums[i] += Σ_k a(i, k): for a weight gradient
 // dW = dYᵀ·X, the bias gradient's column sums of dY, read while dY is in cache.
 void gemm_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc, Epilogue add = {}, DirectIsa isa = direct_gemm_isa(),
+                 int64_t ldb, float* c, int64_t ldc, Addend add = {}, DirectIsa isa = direct_gemm_isa(),
                  double* a_sums = nullptr);
 
 // Whether matmul takes gemm_direct for this serial product: the shapes above, where it was

@@ -2,7 +2,7 @@
 // why). Instantiated only by gemm_direct_avx512.cpp and gemm_direct_avx2.cpp (gemm_direct.cpp reads
 // KC for the scratch size), each compiled for its own instruction set with a traits struct `Vec`:
 //   Vec::reg  the register type; Vec::W its lanes; Vec::mask a lane mask for a row's tail
-//   zero(), load(p), load(p, m), set1(x), fma(a, b, c), add(a, b), mul(a, b), store(p, v), store(p, m, v)
+//   zero(), load(p), load(p, m), set1(x), fma(a, b, c), add(a, b), store(p, v), store(p, m, v)
 //   tail_mask(n): the first n lanes (1 <= n <= W)
 //   transpose8(src, lds, dst, ldd): dst[j*ldd + i] = src[i*lds + j] for i, j < 8
 // Nothing else may be used here: a function from the standard library instantiated in one of those
@@ -29,14 +29,13 @@ constexpr int64_t kc_max(bool ta) {
 
 // C[0..R, 0..V·W] = Σ_k a(i, k)·b[k][j] over kc steps, plus r[i*ldr + j] where r is not null (r == c
 // accumulates) and bias[j] where bias is not null, added to the sum as one value r + bias (the
-// rounding of a start value written into C before the product), then times m[i*ldm + j] where m is
-// not null (the rounding of a multiply after the product). With a(i, k) at a[i*ai + k*ak].
+// rounding of a start value written into C before the product). With a(i, k) at a[i*ai + k*ak].
 // Unless Full, the lanes of the last vector past C's edge are masked off by `tail`. A full tile
 // uses no masked loads or stores: on Zen 3 a masked store (vmaskmovps) is microcoded, and with
 // every tile's last vector masked the attention kernels' 64x64x16 tiles ran 1.2x slower (session 15).
 template <class Vec, int R, int V, bool Full>
 void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, int64_t ldb, float* c, int64_t ldc,
-          const float* r, int64_t ldr, const float* bias, const float* m, int64_t ldm, typename Vec::mask tail) {
+          const float* r, int64_t ldr, const float* bias, typename Vec::mask tail) {
   using reg = typename Vec::reg;
   constexpr int W = Vec::W;
   auto load = [&](const float* p, int v) {
@@ -47,11 +46,6 @@ void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, in
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) acc[i][v] = Vec::zero();
-  if (m)  // the next tile's factors, fetched while this tile's products run (a cold m stalled the stores)
-#pragma GCC unroll 6
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) __builtin_prefetch(m + (R + i) * ldm + W * v);
   for (int64_t k = 0; k < kc; ++k, a += ak, b += ldb) {
     reg bv[V];
 #pragma GCC unroll 4
@@ -81,12 +75,6 @@ void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, in
 #pragma GCC unroll 4
       for (int v = 0; v < V; ++v) acc[i][v] = Vec::add(acc[i][v], load(r + i * ldr, v));
   }
-  if (m) {
-#pragma GCC unroll 6
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) acc[i][v] = Vec::mul(acc[i][v], load(m + i * ldm, v));
-  }
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i, c += ldc)
 #pragma GCC unroll 4
@@ -98,22 +86,21 @@ void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, in
 
 template <class Vec, int R, int V, bool Full>
 void tile_rows(int64_t mr, int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, int64_t ldb, float* c,
-               int64_t ldc, const float* r, int64_t ldr, const float* bias, const float* m, int64_t ldm,
-               typename Vec::mask tail) {
+               int64_t ldc, const float* r, int64_t ldr, const float* bias, typename Vec::mask tail) {
   if constexpr (R > 1)
-    if (mr < R) return tile_rows<Vec, R - 1, V, Full>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, m, ldm, tail);
-  tile<Vec, R, V, Full>(kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, m, ldm, tail);
+    if (mr < R) return tile_rows<Vec, R - 1, V, Full>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail);
+  tile<Vec, R, V, Full>(kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail);
 }
 
 // tile<Vec, mr, v, full> for 1 <= mr <= MR and 1 <= v <= NV.
 template <class Vec, int NV>
 void tile_any(int64_t mr, int64_t v, bool full, int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b,
-              int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr, const float* bias, const float* m,
-              int64_t ldm, typename Vec::mask tail) {
+              int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr, const float* bias,
+              typename Vec::mask tail) {
   if constexpr (NV > 1)
-    if (v < NV) return tile_any<Vec, NV - 1>(mr, v, full, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, m, ldm, tail);
-  if (full) tile_rows<Vec, MR, NV, true>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, m, ldm, tail);
-  else tile_rows<Vec, MR, NV, false>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, m, ldm, tail);
+    if (v < NV) return tile_any<Vec, NV - 1>(mr, v, full, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail);
+  if (full) tile_rows<Vec, MR, NV, true>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail);
+  else tile_rows<Vec, MR, NV, false>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail);
 }
 
 // B's block (kc rows from its row pc) packed as column strips of NR: strip s holds b(k, s·NR + j)
@@ -149,15 +136,14 @@ void pack_b(bool tb, const float* b, int64_t ldb, int64_t pc, int64_t kc, int64_
 // is the long operand streamed once: packed, [8192, 64..192]ᵀ·[8192, 64..128] ran 0.85-1.0x.
 constexpr int64_t kPackRows = 64;
 
-// c[M,N] = (a[M,K]·b[K,N] + r + bias) ∘ m as in gemm_direct. `bp` is scratch for KC·(N + NR) floats.
-// The first block of K adds r and the bias; the blocks after it add into c; the last multiplies by m
-// (rows ldm apart) where m is not null. With ta and `a_sums`, also
+// c[M,N] = a[M,K]·b[K,N] + r + bias as in gemm_direct. `bp` is scratch for KC·(N + NR) floats. The
+// first block of K adds r and the bias; the blocks after it add into c. With ta and `a_sums`, also
 // a_sums[i] += Σ_k a(i, k) in double (as the CPU's sums accumulate), each block of a summed right
 // after its tiles read it, while it is still in cache.
 template <class Vec, int NV>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr, const float* bias, const float* m,
-          int64_t ldm, float* bp, double* a_sums) {
+          int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr, const float* bias, float* bp,
+          double* a_sums) {
   constexpr int64_t NR = int64_t(Vec::W) * NV;
   const int64_t ai = ta ? 1 : lda, ak = ta ? lda : 1;
   const bool pack = tb || (!ta && M >= kPackRows);
@@ -166,7 +152,6 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int
     const int64_t kc = K - pc < kb ? K - pc : kb;
     const float *rb = pc ? c : r, *bias_b = pc ? nullptr : bias;
     const int64_t ldrb = pc ? ldc : ldr;
-    const float* mb = pc + kc == K ? m : nullptr;
     if (pack) pack_b<Vec, NV>(tb, b, ldb, pc, kc, N, bp);
     for (int64_t mc = 0; mc < M; mc += MC) {
       const int64_t m1 = M - mc < MC ? M : mc + MC;
@@ -179,8 +164,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int
         for (int64_t ic = mc; ic < m1; ic += MR) {
           const int64_t mr = m1 - ic < MR ? m1 - ic : MR;
           tile_any<Vec, NV>(mr, v, lanes == Vec::W, kc, a + ic * ai + pc * ak, ai, ak, bs, lds, c + ic * ldc + jc, ldc,
-                            rb ? rb + ic * ldrb + jc : nullptr, ldrb, bias_b ? bias_b + jc : nullptr,
-                            mb ? mb + ic * ldm + jc : nullptr, ldm, tail);
+                            rb ? rb + ic * ldrb + jc : nullptr, ldrb, bias_b ? bias_b + jc : nullptr, tail);
         }
       }
     }
