@@ -12,7 +12,8 @@
 // The per-token tensors are read and written through their strides (backend.h): q, k, v as the
 // heads of the attention's [B, N, H·e] projections, out and the gradients in the same layout, so
 // the module needs no head split or merge copies around the kernels.
-// The causal form (chunks, no normaliser) is the second half of the file, after the same pattern.
+// The causal form (chunks, no normaliser) is the second half of the file, after the same pattern;
+// with MHLAArgs::normalised the drivers run it on [V | 1] and add causal linear attention's normaliser.
 #include <algorithm>
 #include <vector>
 
