@@ -9,7 +9,8 @@
 // causal linear attention is MHLA with one block (M = 1, W = [1]); causal linear attention is
 // causal MHLA (spec §3) with every mixing weight 1 and scale 1, run on V': the CPU's kernels take
 // V and the normaliser themselves (kernel_causal_normalised below), CUDA's run on V' with the
-// division and dU' as ops around them (detail::linear_attention_kernel_causal). Elsewhere, and as the forms those kernels are tested against, the compositions here
+// division and dU' as ops around them (detail::linear_attention_kernel_causal). Elsewhere, and as
+// the forms those kernels are tested against, the compositions here
 // (detail::linear_attention_composite).
 // Causal: chunks of kChunk tokens. Chunk i reads the summaries of all earlier chunks,
 // P_i = Σ_{j<i} S_j with S_j = φ(K_j)ᵀ V'_j, plus its own masked quadratic block:
