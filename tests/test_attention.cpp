@@ -84,7 +84,8 @@ TEST_CASE("softmax_attention backward equals the composed backward, one key tile
 // float32 runs two kernels: N <= 128 (one key tile) the transposed-score form where the CPU has the
 // direct gemm, beyond that the tiled one; both against the float64 kernel on the same values.
 TEST_CASE("softmax_attention float32 forward and backward match float64, one key tile or many") {
-  for (int64_t N : {1, 7, 64, 70, 128, 300})
+  // 24, 48, 70: a causal block of 16 query rows straddles the half N/2 (rounded to 8) the products split at
+  for (int64_t N : {1, 7, 24, 48, 64, 70, 128, 300})
     for (bool causal : {false, true}) {
       CAPTURE(N);
       CAPTURE(causal);
@@ -126,10 +127,12 @@ TEST_CASE("softmax_attention_qkv: a packed [B, N, 3·H·d] projection == softmax
 }
 
 TEST_CASE("softmax_attention is stable for logits ~1e6: finite, float32 matches float64") {
-  Generator g(11);
-  Tensor q = randn({1, 2, 200, 4}, g, float64) * 1e3, k = randn({1, 2, 200, 4}, g, float64) * 1e3;
-  Tensor v = randn({1, 2, 200, 3}, g, float64);
+  for (int64_t N : {64, 200})  // one key tile (the transposed form) and several
   for (bool causal : {false, true}) {
+    CAPTURE(N);
+    Generator g(11);
+    Tensor q = randn({1, 2, N, 4}, g, float64) * 1e3, k = randn({1, 2, N, 4}, g, float64) * 1e3;
+    Tensor v = randn({1, 2, N, 3}, g, float64);
     Tensor ref = naive_softmax_attention(q, k, v, causal, 0.5);
     Tensor o64 = F::softmax_attention(q, k, v, {causal, 0.5});
     CHECK(allclose(o64, ref, 1e-9, 1e-9));
