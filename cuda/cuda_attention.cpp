@@ -44,8 +44,9 @@ AttentionShape shape(const Tensor& q, const Tensor& v, double scale, bool causal
 }  // namespace
 
 void CudaBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
-                                    const Tensor& out, const Tensor& lse) {
+                                    const Tensor& out, const Tensor& lse, const Tensor& probs) {
   check_attention("attention_forward", q, k, v, lse, {}, {&v, &out});
+  kernel_checks::attention_probs("attention_forward", q, probs, 0, false);  // the kernels recompute P
   if (lse.numel() == 0) return;  // no rows: an empty grid is not a valid launch
   const Tensor qc = packed(*this, q), kc = packed(*this, k), vc = packed(*this, v), oc = packed_out(out);
   LINEA_CUDA_CHECK(launch_attention_forward(q.dtype(), shape(q, v, scale, causal), qc.data_ptr(), kc.data_ptr(),
@@ -55,9 +56,10 @@ void CudaBackend::attention_forward(const Tensor& q, const Tensor& k, const Tens
 }
 
 void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                     const Tensor& lse, const Tensor& dout, double scale, bool causal,
-                                     const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+                                     const Tensor& lse, const Tensor& probs, const Tensor& dout, double scale,
+                                     bool causal, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   check_attention("attention_backward", q, k, v, lse, {&dq, &dk}, {&v, &out, &dout, &dv});
+  kernel_checks::attention_probs("attention_backward", q, probs, 0, false);
   if (lse.numel() == 0) return;
   const AttentionShape s = shape(q, v, scale, causal);
   const DType t = q.dtype();

@@ -113,10 +113,10 @@ class CudaBackend final : public Backend {
 
   // fused attention (cuda_attention.cpp / attention.cu)
   void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
-                         const Tensor& out, const Tensor& lse) override;
+                         const Tensor& out, const Tensor& lse, const Tensor& probs) override;
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                          const Tensor& dout, double scale, bool causal, const Tensor& dq, const Tensor& dk,
-                          const Tensor& dv) override;
+                          const Tensor& probs, const Tensor& dout, double scale, bool causal, const Tensor& dq,
+                          const Tensor& dk, const Tensor& dv) override;
 };
 
 CudaBackend& instance();

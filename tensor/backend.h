@@ -207,14 +207,21 @@ class Backend {
   // S = scale · q kᵀ, masked to -inf above the diagonal (key j > query i) when causal:
   //   out = softmax(S) v          [B, H, N, dv]
   //   lse = logsumexp(S, rows)    [B·H, N]   (saved for the backward)
+  // A backend may also keep the probabilities P = softmax(S) of short sequences, which are small,
+  // so that the backward reads them instead of recomputing them: attention_probs_size says how
+  // many values per (batch·head) pair for N keys in dtype (0: none, the default). Where it is
+  // not 0, a caller that will call the backward passes probs, a contiguous [B·H, that size] of
+  // q's dtype, for the forward to fill and the backward to read (its layout is the backend's);
+  // elsewhere probs is undefined.
+  virtual int64_t attention_probs_size(int64_t N, DType dtype) const { return 0; }
   virtual void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
-                                 const Tensor& out, const Tensor& lse) = 0;
-  // Gradients from dout = dL/dout, recomputing P = exp(S - lse) tile by tile:
+                                 const Tensor& out, const Tensor& lse, const Tensor& probs) = 0;
+  // Gradients from dout = dL/dout, with P read from probs or recomputed as exp(S - lse) tile by tile:
   //   D = rowsum(dout ∘ out), dS = P ∘ (dout vᵀ - D),
   //   dq = scale · dS k,  dk = scale · dSᵀ q,  dv = Pᵀ dout.
   virtual void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                  const Tensor& lse, const Tensor& dout, double scale, bool causal, const Tensor& dq,
-                                  const Tensor& dk, const Tensor& dv) = 0;
+                                  const Tensor& lse, const Tensor& probs, const Tensor& dout, double scale,
+                                  bool causal, const Tensor& dq, const Tensor& dk, const Tensor& dv) = 0;
 };
 
 // The backend for a device; throws a linea::Error when there is none (CUDA in a CPU-only build or

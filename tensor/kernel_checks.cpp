@@ -204,6 +204,24 @@ void attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v
   dispatch_floating(q.dtype(), op, []<class T>() {});
 }
 
+void attention_probs(const char* op, const Tensor& q, const Tensor& probs, int64_t size, bool required) {
+  if (size == 0) {
+    LINEA_CHECK(!probs.defined(), "[{}] this backend keeps no probabilities for q {} {}: probs must be undefined, got {}",
+                op, shape_str(q.shape()), q.dtype(), shape_str(probs.shape()));
+    return;
+  }
+  if (!probs.defined()) {
+    LINEA_CHECK(!required, "[{}] needs the forward's probs [{}, {}] for q {} {}", op, q.size(0) * q.size(1), size,
+                shape_str(q.shape()), q.dtype());
+    return;
+  }
+  LINEA_CHECK(probs.shape() == Shape({q.size(0) * q.size(1), size}) && probs.is_contiguous() &&
+                  probs.dtype() == q.dtype() && probs.device() == q.device(),
+              "[{}] expected a contiguous probs [{}, {}] {} on q's device for q {}, got {} {} {}{}", op,
+              q.size(0) * q.size(1), size, q.dtype(), shape_str(q.shape()), shape_str(probs.shape()), probs.dtype(),
+              probs.device(), probs.is_contiguous() ? "" : " (not contiguous)");
+}
+
 void index_in_range(const char* op, bool in_range, int64_t bad_value, int64_t dim, int64_t size) {
   LINEA_CHECK(in_range, "[{}] index {} out of range for dim {} of size {}", op, bad_value, dim, size);
 }

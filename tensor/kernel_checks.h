@@ -129,6 +129,9 @@ void activation_with_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Te
 // all of q's dtype.
 void attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
                std::initializer_list<const Tensor*> like_q, std::initializer_list<const Tensor*> like_v);
+// The saved probabilities (Backend::attention_probs_size): with size 0 probs must be undefined;
+// otherwise a contiguous [B·H, size] of q's dtype, or undefined where `required` is false.
+void attention_probs(const char* op, const Tensor& q, const Tensor& probs, int64_t size, bool required);
 
 // ---- indexing (values float32/float64/int64, indices int64) ----
 // These check everything but the index values; each backend range-checks those on its device

@@ -219,17 +219,19 @@ class ProfilingBackend final : public Backend {
                  dv = double(v.size(3));
     return 2.0 * bh * n * n * (d_terms * d + dv_terms * dv) * (causal ? 0.5 : 1.0);
   }
+  int64_t attention_probs_size(int64_t N, DType dtype) const override { return in_.attention_probs_size(N, dtype); }
   void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
-                         const Tensor& out, const Tensor& lse) override {
-    timed("attention_forward", attention_flops(q, v, causal, 1, 1), touched({&q, &k, &v, &out, &lse}),
-          [&] { in_.attention_forward(q, k, v, scale, causal, out, lse); });
+                         const Tensor& out, const Tensor& lse, const Tensor& probs) override {
+    timed("attention_forward", attention_flops(q, v, causal, 1, 1), touched({&q, &k, &v, &out, &lse, &probs}),
+          [&] { in_.attention_forward(q, k, v, scale, causal, out, lse, probs); });
   }
+  // With saved probabilities the backward skips recomputing S = q kᵀ: one product of d fewer.
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                          const Tensor& dout, double scale, bool causal, const Tensor& dq, const Tensor& dk,
-                          const Tensor& dv) override {
-    timed("attention_backward", attention_flops(q, v, causal, 3, 2),
-          touched({&q, &k, &v, &out, &lse, &dout, &dq, &dk, &dv}),
-          [&] { in_.attention_backward(q, k, v, out, lse, dout, scale, causal, dq, dk, dv); });
+                          const Tensor& probs, const Tensor& dout, double scale, bool causal, const Tensor& dq,
+                          const Tensor& dk, const Tensor& dv) override {
+    timed("attention_backward", attention_flops(q, v, causal, probs.defined() ? 2 : 3, 2),
+          touched({&q, &k, &v, &out, &lse, &probs, &dout, &dq, &dk, &dv}),
+          [&] { in_.attention_backward(q, k, v, out, lse, probs, dout, scale, causal, dq, dk, dv); });
   }
 
  private:

@@ -281,6 +281,33 @@ TEST_CASE("attention_matrix for MHLA reproduces the mhla op: A @ V == mhla(q, k,
   }
 }
 
+TEST_CASE("saved attention probabilities: sized by the backend, checked by the kernels") {
+  Backend& cpu = backend(Device::cpu());
+  auto throws = [](auto f, const char* what) { CHECK_THROWS_WITH_AS(f(), doctest::Contains(what), Error); };
+  // float64 (the gradient-checking dtype) and long sequences recompute P: nothing to pass.
+  CHECK(cpu.attention_probs_size(8, DType::Float64) == 0);
+  CHECK(cpu.attention_probs_size(300, DType::Float32) == 0);
+  Tensor q = randn64({1, 2, 8, 4}, 24, false), v = randn64({1, 2, 8, 3}, 25, false);
+  Tensor o = empty({1, 2, 8, 3}, float64), lse = empty({2, 8}, float64);
+  throws([&] { cpu.attention_forward(q, q, v, 0.5, false, o, lse, empty({2, 128}, float64)); }, "keeps no probabilities");
+  const int64_t size = cpu.attention_probs_size(8, DType::Float32);
+  if (size == 0) {
+    MESSAGE("this CPU has no direct float32 kernel: every attention recomputes P");
+    return;
+  }
+  CHECK(size == 8 * 16);  // the transposed scores' rows padded to 16 floats
+  Tensor q32 = q.to(float32), v32 = v.to(float32), o32 = empty({1, 2, 8, 3}), lse32 = empty({2, 8});
+  throws([&] { cpu.attention_forward(q32, q32, v32, 0.5, false, o32, lse32, empty({2, size - 1})); },
+         "expected a contiguous probs [2, 128] float32");
+  throws([&] { cpu.attention_forward(q32, q32, v32, 0.5, false, o32, lse32, empty({2, size}, float64)); },
+         "expected a contiguous probs");
+  Tensor probs = empty({2, size});
+  cpu.attention_forward(q32, q32, v32, 0.5, true, o32, lse32, probs);
+  Tensor dq = empty({1, 2, 8, 4}), dk = empty({1, 2, 8, 4}), dv = empty({1, 2, 8, 3});
+  throws([&] { cpu.attention_backward(q32, q32, v32, o32, lse32, Tensor(), o32, 0.5, true, dq, dk, dv); },
+         "[attention_backward] needs the forward's probs [2, 128]");
+}
+
 TEST_CASE("attention errors name the op and the shapes") {
   Tensor q = randn64({1, 2, 8, 4}, 24, false), v = randn64({1, 2, 8, 3}, 25, false);
   auto throws = [](auto f, const char* what) { CHECK_THROWS_WITH_AS(f(), doctest::Contains(what), Error); };

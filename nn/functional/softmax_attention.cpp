@@ -1,7 +1,9 @@
 // Softmax attention, fused and tiled: the public op. The kernels live behind the backend
 // interface (Backend::attention_forward / attention_backward: tensor/cpu/cpu_attention.cpp on the
 // CPU, cuda/attention.cu on the GPU). The forward saves the per-row logsumexp, so the backward
-// recomputes each probability tile instead of storing the N×N matrix: memory is O(N·d).
+// recomputes each probability tile instead of storing the N×N matrix: memory is O(N·d). Short
+// sequences are the exception where the backend keeps their probabilities (the CPU, N <= 128 in
+// float32): O(N²) per head, at most 64 KB, read by the backward instead of recomputed.
 #include <cmath>
 
 #include "linea/autograd/function.h"
@@ -31,14 +33,21 @@ Tensor attend(const std::vector<Tensor>& inputs, int64_t packed, SoftmaxAttentio
               shape_str(v.shape()));
   const double scale = opts.scale > 0 ? opts.scale : 1.0 / std::sqrt(double(d));
   const bool causal = opts.causal;
+  // The probabilities the backend keeps for the backward (short sequences on the CPU), where
+  // there will be one.
+  const int64_t probs_size = backend(q.device()).attention_probs_size(N, q.dtype());
+  const bool save_probs = probs_size > 0 && autograd::needs_grad(inputs);
   using detail::unit_stride_rows;
   return detail::qkv_function(
       op, inputs, packed,
       [&](const detail::Heads& x, const std::vector<Tensor>&) {
         Tensor q4 = unit_stride_rows(x[0]), k4 = unit_stride_rows(x[1]), v4 = unit_stride_rows(x[2]);
         Tensor o = detail::empty_rows_like(q4, dv), lse = empty({B * H, N}, q.dtype(), q.device());
-        backend(q.device()).attention_forward(q4, k4, v4, scale, causal, o, lse);
-        return Forward{o, {q4, k4, v4, o, lse}};
+        Tensor probs = save_probs ? empty({B * H, probs_size}, q.dtype(), q.device()) : Tensor();
+        backend(q.device()).attention_forward(q4, k4, v4, scale, causal, o, lse, probs);
+        std::vector<Tensor> saved{q4, k4, v4, o, lse};
+        if (save_probs) saved.push_back(probs);
+        return Forward{o, saved};
       },
       [=](const std::vector<Tensor>& s, const Tensor& g, const detail::Heads& dest) -> std::vector<Tensor> {
         const Tensor &q4 = s[0], &k4 = s[1], &v4 = s[2];
@@ -46,8 +55,8 @@ Tensor attend(const std::vector<Tensor>& inputs, int64_t packed, SoftmaxAttentio
                                                    : detail::Heads{detail::empty_rows_like(q4, q4.size(3)),
                                                                    detail::empty_rows_like(k4, k4.size(3)),
                                                                    detail::empty_rows_like(v4, v4.size(3))};
-        backend(q4.device()).attention_backward(q4, k4, v4, s[3], s[4], unit_stride_rows(g), scale, causal,
-                                                gr[0], gr[1], gr[2]);
+        backend(q4.device()).attention_backward(q4, k4, v4, s[3], s[4], s.size() > 5 ? s[5] : Tensor(),
+                                                unit_stride_rows(g), scale, causal, gr[0], gr[1], gr[2]);
         return {gr[0], gr[1], gr[2]};
       });
 }

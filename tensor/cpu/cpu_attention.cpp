@@ -72,8 +72,8 @@ Problem problem(const Tensor& q, const Tensor& v, double scale, bool causal) {
 
 // ---- one key tile, float32, transposed scores (see the top of the file)
 
-// Whether problem p takes the transposed single-tile form.
-bool transposed_tile(const Problem& p) { return p.N <= kBc && has_direct_gemm(); }
+// Whether a float32 problem of N keys takes the transposed single-tile form.
+bool transposed_tile(int64_t N) { return N <= kBc && has_direct_gemm(); }
 
 // Causal tiles skip the fully masked block of the transposed scores: with h = N/2 rounded down to
 // a multiple of 8, key rows c >= h meet only query rows r >= h (r >= c), and query rows r < h only
@@ -107,6 +107,7 @@ void query_rows(int64_t N, int64_t h, const float* st, int64_t ld, const float* 
 // us, backward 311 -> 286 us, the same bits.
 constexpr int64_t kLanes = 16;
 int64_t lanes_ld(int64_t N) { return (N + kLanes - 1) / kLanes * kLanes; }
+int64_t probs_size(int64_t N) { return N * lanes_ld(N); }  // a pair's P (or scores), transposed
 
 // For the query rows [r0, r0 + kLanes): the key rows [0, end) that meet one of them, and the
 // key rows [end, zero_end) whose masked entries the products still read (zeroed).
@@ -119,23 +120,25 @@ KeyRange key_range(const Problem& p, int64_t h, int64_t r0) {
   return {end, h && r0 + kLanes <= h ? std::max(end, h) : p.N};
 }
 
-// o = softmax(s·QKᵀ)V and L for one (batch·head) pair; st is scratch for N·lanes_ld(N) floats.
+// o = softmax(s·QKᵀ)V and L for one (batch·head) pair; st (N·lanes_ld(N) floats: the saved
+// probabilities, or scratch) receives P, transposed: st[c][r] = P[r][c], zero where masked.
 void tile_forward(const Problem& p, const Rows<const float>& Q, const Rows<const float>& K,
-                  const Rows<const float>& V, const Rows<float>& O, int64_t bh, float* L, float* st, float* l) {
+                  const Rows<const float>& V, const Rows<float>& O, int64_t bh, float* L, float* st) {
   const int64_t N = p.N, h = causal_split(p), ld = lanes_ld(N);
   const float scale = static_cast<float>(p.scale);
   scores_t(N, h, K.pair(bh), K.ld, Q.pair(bh), Q.ld, p.d, st, ld);  // st[c][r] = k_c · q_r
   for (int64_t r0 = 0; r0 < N; r0 += kLanes) {
     const KeyRange keys = key_range(p, h, r0);
     const int64_t first_masked = p.causal ? r0 : N;  // keys from here on meet some masked row of the block
+    const int64_t hi = N - r0;                       // lanes j >= hi are padding
     float m[kLanes], sum[kLanes];
     std::fill(m, m + kLanes, -std::numeric_limits<float>::infinity());
     std::fill(sum, sum + kLanes, 0.0f);
-    // Key c is masked for the query rows r < c when causal (and every lane r >= N is padding);
-    // row 0 of st is never masked, so m is finite in every real lane.
+    // Key c is masked for the query rows r < c when causal; row 0 of st is never masked, so m is
+    // finite in every real lane.
     for (int64_t c = 0; c < keys.end; ++c) {
       const float* sc = st + c * ld + r0;
-      const int64_t lo = c < first_masked ? 0 : c - r0, hi = N - r0;
+      const int64_t lo = c < first_masked ? 0 : c - r0;
 #pragma omp simd
       for (int64_t j = 0; j < kLanes; ++j) {
         const float x = scale * sc[j];
@@ -144,7 +147,7 @@ void tile_forward(const Problem& p, const Rows<const float>& Q, const Rows<const
     }
     for (int64_t c = 0; c < keys.end; ++c) {
       float* sc = st + c * ld + r0;
-      const int64_t lo = c < first_masked ? 0 : c - r0, hi = N - r0;
+      const int64_t lo = c < first_masked ? 0 : c - r0;
 #pragma omp simd
       for (int64_t j = 0; j < kLanes; ++j) {
         const float e = j >= lo && j < hi ? vexp(scale * sc[j] - m[j]) : 0.0f;
@@ -152,18 +155,19 @@ void tile_forward(const Problem& p, const Rows<const float>& Q, const Rows<const
         sum[j] += e;
       }
     }
-    for (int64_t c = keys.end; c < keys.zero_end; ++c) std::fill(st + c * ld + r0, st + c * ld + r0 + kLanes, 0.0f);
-    for (int64_t j = 0; j < std::min(kLanes, N - r0); ++j) {
-      L[r0 + j] = m[j];
-      l[r0 + j] = sum[j];
+    // P = e / l, so that o = P V and the backward reads P as it is.
+    float inv[kLanes];
+#pragma omp simd
+    for (int64_t j = 0; j < kLanes; ++j) inv[j] = j < hi ? 1.0f / sum[j] : 0.0f;
+    for (int64_t c = 0; c < keys.end; ++c) {
+      float* sc = st + c * ld + r0;
+#pragma omp simd
+      for (int64_t j = 0; j < kLanes; ++j) sc[j] *= inv[j];
     }
+    for (int64_t c = keys.end; c < keys.zero_end; ++c) std::fill(st + c * ld + r0, st + c * ld + r0 + kLanes, 0.0f);
+    for (int64_t j = 0; j < std::min(kLanes, hi); ++j) L[r0 + j] = m[j] + std::log(sum[j]);
   }
-  float* o = O.pair(bh);
-  query_rows(N, h, st, ld, V.pair(bh), V.ld, p.dv, o, O.ld);  // o_r = Σ_c P[r][c] v_c, P = stᵀ
-  for (int64_t r = 0; r < N; ++r) {
-    for (int64_t e = 0; e < p.dv; ++e) o[r * O.ld + e] /= l[r];
-    L[r] += std::log(l[r]);
-  }
+  query_rows(N, h, st, ld, V.pair(bh), V.ld, p.dv, O.pair(bh), O.ld);  // o_r = Σ_c P[r][c] v_c
 }
 
 // D[r] = rowsum(dO ∘ O) for the N rows of pair bh: the softmax Jacobian's correction term.
@@ -175,40 +179,32 @@ void row_dots(const Rows<const T>& O, const Rows<const T>& G, int64_t bh, int64_
   }
 }
 
-// The gradients of one (batch·head) pair, recomputing P from L. D (N floats) is scratch
-// for its row dots, taken here so that dO's rows are read while the pair's products use them; pt
-// and dst are scratch for N·lanes_ld(N) floats each.
+// The gradients of one (batch·head) pair from the forward's P (pt, as tile_forward left it). D
+// (N floats) is scratch for its row dots, taken here so that dO's rows are read while the pair's
+// products use them; dst is scratch for N·lanes_ld(N) floats.
 void tile_backward(const Problem& p, const Rows<const float>& Q, const Rows<const float>& K,
                    const Rows<const float>& V, const Rows<const float>& O, const Rows<const float>& G,
-                   const Rows<float>& DQ, const Rows<float>& DK, const Rows<float>& DV, int64_t bh, const float* L,
-                   float* D, float* pt, float* dst) {
+                   const Rows<float>& DQ, const Rows<float>& DK, const Rows<float>& DV, int64_t bh, const float* pt,
+                   float* D, float* dst) {
   const int64_t N = p.N, h = causal_split(p), ld = lanes_ld(N);
   const float scale = static_cast<float>(p.scale);
   const float *q = Q.pair(bh), *k = K.pair(bh), *dout = G.pair(bh);
   row_dots(O, G, bh, N, p.dv, D);
-  scores_t(N, h, k, K.ld, q, Q.ld, p.d, pt, ld);                  // pt[c][r] = k_c · q_r
   scores_t(N, h, V.pair(bh), V.ld, dout, G.ld, p.dv, dst, ld);  // dPᵀ[c][r] = v_c · dO_r
   for (int64_t r0 = 0; r0 < N; r0 += kLanes) {
     const KeyRange keys = key_range(p, h, r0);
     const int64_t first_masked = p.causal ? r0 : N;
-    float Lr[kLanes] = {}, Dr[kLanes] = {};
-    std::copy(L + r0, L + std::min(N, r0 + kLanes), Lr);
+    float Dr[kLanes] = {};
     std::copy(D + r0, D + std::min(N, r0 + kLanes), Dr);
     for (int64_t c = 0; c < keys.end; ++c) {
-      float *pc = pt + c * ld + r0, *dc = dst + c * ld + r0;
+      const float* pc = pt + c * ld + r0;
+      float* dc = dst + c * ld + r0;
       const int64_t lo = c < first_masked ? 0 : c - r0, hi = N - r0;
 #pragma omp simd
-      for (int64_t j = 0; j < kLanes; ++j) {
-        const bool keep = j >= lo && j < hi;
-        const float pr = keep ? vexp(scale * pc[j] - Lr[j]) : 0.0f;
-        pc[j] = pr;
-        dc[j] = keep ? scale * pr * (dc[j] - Dr[j]) : 0.0f;  // s·dSᵀ: the scale of S = s·QKᵀ folded in
-      }
+      for (int64_t j = 0; j < kLanes; ++j)  // s·dSᵀ: the scale of S = s·QKᵀ folded in
+        dc[j] = j >= lo && j < hi ? scale * pc[j] * (dc[j] - Dr[j]) : 0.0f;
     }
-    for (int64_t c = keys.end; c < keys.zero_end; ++c) {
-      std::fill(pt + c * ld + r0, pt + c * ld + r0 + kLanes, 0.0f);
-      std::fill(dst + c * ld + r0, dst + c * ld + r0 + kLanes, 0.0f);
-    }
+    for (int64_t c = keys.end; c < keys.zero_end; ++c) std::fill(dst + c * ld + r0, dst + c * ld + r0 + kLanes, 0.0f);
   }
   key_rows(N, h, pt, ld, dout, G.ld, p.dv, DV.pair(bh), DV.ld);  // dV = Pᵀ dO
   key_rows(N, h, dst, ld, q, Q.ld, p.d, DK.pair(bh), DK.ld);     // dK = s·dSᵀ Q
@@ -217,16 +213,19 @@ void tile_backward(const Problem& p, const Rows<const float>& Q, const Rows<cons
 
 // ---- the tiled form (any N, float64, or a CPU without the direct kernel)
 
+// probs: where not null, the one-tile form's P for the backward (probs_size(N) floats per pair).
 template <class T>
 void flash_forward(const Problem& p, const Rows<const T>& Q, const Rows<const T>& K, const Rows<const T>& V,
-                   const Rows<T>& O, T* lse) {
+                   const Rows<T>& O, T* lse, T* probs) {
   if constexpr (std::is_same_v<T, float>)
-    if (transposed_tile(p)) {
+    if (transposed_tile(p.N)) {
+      const int64_t size = probs_size(p.N);
 #pragma omp parallel if (p.parallel())
       {
-        std::vector<float> st(p.N * lanes_ld(p.N)), l(p.N);
+        std::vector<float> scratch(probs ? 0 : size);
 #pragma omp for schedule(static)
-        for (int64_t bh = 0; bh < p.BH; ++bh) tile_forward(p, Q, K, V, O, bh, lse + bh * p.N, st.data(), l.data());
+        for (int64_t bh = 0; bh < p.BH; ++bh)
+          tile_forward(p, Q, K, V, O, bh, lse + bh * p.N, probs ? probs + bh * size : scratch.data());
       }
       return;
     }
@@ -283,18 +282,19 @@ void flash_forward(const Problem& p, const Rows<const T>& Q, const Rows<const T>
 // with one (N <= kBc, the small models' case) a task owns its pair's dQ rows too and writes them.
 template <class T>
 void flash_backward(const Problem& p, const Rows<const T>& Q, const Rows<const T>& K, const Rows<const T>& V,
-                    const Rows<const T>& O, const T* lse, const Rows<const T>& G, const Rows<T>& DQ,
-                    const Rows<T>& DK, const Rows<T>& DV) {
+                    const Rows<const T>& O, const T* lse, const T* probs, const Rows<const T>& G,
+                    const Rows<T>& DQ, const Rows<T>& DK, const Rows<T>& DV) {
   const int64_t tiles = (p.N + kBc - 1) / kBc;
   const T scale = static_cast<T>(p.scale);
   if constexpr (std::is_same_v<T, float>)
-    if (transposed_tile(p)) {
+    if (transposed_tile(p.N)) {
+      const int64_t size = probs_size(p.N);
 #pragma omp parallel if (p.parallel())
       {
-        std::vector<float> pt(p.N * lanes_ld(p.N)), dst(p.N * lanes_ld(p.N)), D(p.N);
+        std::vector<float> dst(size), D(p.N);
 #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < p.BH; ++bh)
-          tile_backward(p, Q, K, V, O, G, DQ, DK, DV, bh, lse + bh * p.N, D.data(), pt.data(), dst.data());
+          tile_backward(p, Q, K, V, O, G, DQ, DK, DV, bh, probs + bh * size, D.data(), dst.data());
       }
       return;
     }
@@ -361,22 +361,31 @@ void flash_backward(const Problem& p, const Rows<const T>& Q, const Rows<const T
 
 }  // namespace
 
+// The one-tile form keeps P: at N <= 128 a pair's is at most 64 KB, and the backward then skips
+// recomputing S = q kᵀ and its exps (char-GPT layer, 1 thread, warm: backward 557 -> 468 us).
+int64_t CpuBackend::attention_probs_size(int64_t N, DType dtype) const {
+  return dtype == DType::Float32 && transposed_tile(N) ? probs_size(N) : 0;
+}
+
 void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
-                                   const Tensor& out, const Tensor& lse) {
+                                   const Tensor& out, const Tensor& lse, const Tensor& probs) {
   kernel_checks::attention("attention_forward", q, k, v, lse, {}, {&v, &out});
+  kernel_checks::attention_probs("attention_forward", q, probs, attention_probs_size(q.size(2), q.dtype()), false);
   dispatch_floating(q.dtype(), "attention_forward", [&]<class T>() {
     flash_forward<T>(problem(q, v, scale, causal), Rows<const T>(q), Rows<const T>(k), Rows<const T>(v), Rows<T>(out),
-                     lse.data<T>());
+                     lse.data<T>(), probs.defined() ? probs.data<T>() : nullptr);
   });
 }
 
 void CpuBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                    const Tensor& lse, const Tensor& dout, double scale, bool causal, const Tensor& dq,
-                                    const Tensor& dk, const Tensor& dv) {
+                                    const Tensor& lse, const Tensor& probs, const Tensor& dout, double scale,
+                                    bool causal, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   kernel_checks::attention("attention_backward", q, k, v, lse, {&dq, &dk}, {&v, &out, &dout, &dv});
+  kernel_checks::attention_probs("attention_backward", q, probs, attention_probs_size(q.size(2), q.dtype()), true);
   dispatch_floating(q.dtype(), "attention_backward", [&]<class T>() {
     flash_backward<T>(problem(q, v, scale, causal), Rows<const T>(q), Rows<const T>(k), Rows<const T>(v),
-                      Rows<const T>(out), lse.data<T>(), Rows<const T>(dout), Rows<T>(dq), Rows<T>(dk), Rows<T>(dv));
+                      Rows<const T>(out), lse.data<T>(), probs.defined() ? probs.data<T>() : nullptr,
+                      Rows<const T>(dout), Rows<T>(dq), Rows<T>(dk), Rows<T>(dv));
   });
 }
 

@@ -62,11 +62,12 @@ class CpuBackend final : public Backend {
                      const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dmix) override;
 
   // fused attention (cpu_attention.cpp)
+  int64_t attention_probs_size(int64_t N, DType dtype) const override;
   void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
-                         const Tensor& out, const Tensor& lse) override;
+                         const Tensor& out, const Tensor& lse, const Tensor& probs) override;
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                          const Tensor& dout, double scale, bool causal, const Tensor& dq, const Tensor& dk,
-                          const Tensor& dv) override;
+                          const Tensor& probs, const Tensor& dout, double scale, bool causal, const Tensor& dq,
+                          const Tensor& dk, const Tensor& dv) override;
 };
 
 CpuBackend& instance();
