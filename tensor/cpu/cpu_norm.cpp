@@ -30,6 +30,44 @@ namespace linea::cpu {
 
 namespace {
 
+// Rows the forward normalises side by side: one row's chain (its sum, mean, variance, rstd) waits on
+// itself, and four rows' chains interleaved ran [768, 128] float32 1.5x faster than one at a time
+// (36 -> 24 us, 1 thread, the same bits).
+constexpr int kRows = 4;
+
+// The R rows from row r of the forward.
+template <class T, bool Center, int R>
+void forward_rows(const T* xp, const T* w, const T* b, double eps, T* yp, T* mp, T* rp, int64_t r, int64_t n) {
+  const T* xr[R];
+  T x0[R], mu[R], v[R];
+  for (int i = 0; i < R; ++i) {
+    xr[i] = xp + (r + i) * n;
+    x0[i] = Center ? xr[i][0] : T(0);
+    mu[i] = T(0);
+  }
+  if constexpr (Center) {
+    lane_sums<T, R>(n, mu, [&](int i, int64_t j) { return xr[i][j] - x0[i]; });
+    for (int i = 0; i < R; ++i) mu[i] /= T(n);  // mean - x0
+  }
+  lane_sums<T, R>(n, v, [&](int i, int64_t j) {
+    const T d = (xr[i][j] - x0[i]) - mu[i];
+    return d * d;
+  });
+  for (int i = 0; i < R; ++i) {
+    // A constant row has v = 0: rstd = 1/sqrt(eps) stays finite and xhat is exactly 0.
+    const T rs = T(1) / std::sqrt(v[i] / T(n) + T(eps));
+    T* yr = yp + (r + i) * n;
+    for (int64_t j = 0; j < n; ++j) {
+      T y = ((xr[i][j] - x0[i]) - mu[i]) * rs;
+      if (w) y *= w[j];
+      if (b) y += b[j];
+      yr[j] = y;
+    }
+    if constexpr (Center) mp[r + i] = x0[i] + mu[i];
+    rp[r + i] = rs;
+  }
+}
+
 template <class T, bool Center>
 void norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
                   const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t n) {
@@ -39,26 +77,13 @@ void norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   T* yp = out.data<T>();
   T* mp = Center ? mean.data<T>() : nullptr;
   T* rp = rstd.data<T>();
+  const int64_t groups = (rows + kRows - 1) / kRows;
 #pragma omp parallel for schedule(static) if (rows * n > kParallelGrain && rows > 1)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = xp + r * n;
-    T* yr = yp + r * n;
-    const T x0 = Center ? xr[0] : T(0);
-    const T mu = Center ? lane_sum<T>(n, [&](int64_t j) { return xr[j] - x0; }) / T(n) : T(0);  // mean - x0
-    const T v = lane_sum<T>(n, [&](int64_t j) {
-      const T d = (xr[j] - x0) - mu;
-      return d * d;
-    });
-    // A constant row has v = 0: rstd = 1/sqrt(eps) stays finite and xhat is exactly 0.
-    const T rs = T(1) / std::sqrt(v / T(n) + T(eps));
-    for (int64_t j = 0; j < n; ++j) {
-      T y = ((xr[j] - x0) - mu) * rs;
-      if (w) y *= w[j];
-      if (b) y += b[j];
-      yr[j] = y;
-    }
-    if constexpr (Center) mp[r] = x0 + mu;
-    rp[r] = rs;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t r = g * kRows;
+    if (r + kRows <= rows) forward_rows<T, Center, kRows>(xp, w, b, eps, yp, mp, rp, r, n);
+    else
+      for (int64_t i = r; i < rows; ++i) forward_rows<T, Center, 1>(xp, w, b, eps, yp, mp, rp, i, n);
   }
 }
 
@@ -66,6 +91,42 @@ void norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // in double took most of the backward's time and kept it from gaining with a second thread:
 // [8192, 64] float32 0.47 ms at 1 thread, 0.55 ms at 2 (a scratch driver on a Zen 3 EPYC).
 constexpr int64_t kRowBlock = 16;
+static_assert(kRowBlock % kRows == 0, "the backward flushes its block sums after whole groups of rows");
+
+// The R rows from row r of the backward, their two sums side by side as in the forward. xh and gw
+// are scratch for R rows of xhat and g = dy * weight, so the loops are plain vector loops; bw and
+// bb (or null) gain the rows' dy * xhat and dy, row after row.
+template <class T, bool Center, int R>
+void backward_rows(const T* gp, const T* xp, const T* w, const T* mp, const T* rp, T* dxp, int64_t r, int64_t n,
+                   T* xh, T* gw, T* bw, T* bb) {
+  for (int i = 0; i < R; ++i) {
+    const T *gr = gp + (r + i) * n, *xr = xp + (r + i) * n;
+    T *xhi = xh + i * n, *gwi = gw + i * n;
+    const T m = Center ? mp[r + i] : T(0), rs = rp[r + i];
+    for (int64_t j = 0; j < n; ++j) xhi[j] = (xr[j] - m) * rs;
+    if (w)
+      for (int64_t j = 0; j < n; ++j) gwi[j] = gr[j] * w[j];
+    else
+      for (int64_t j = 0; j < n; ++j) gwi[j] = gr[j];
+  }
+  T mean_g[R] = {}, mean_gx[R];
+  if constexpr (Center) {
+    lane_sums<T, R>(n, mean_g, [&](int i, int64_t j) { return gw[i * n + j]; });
+    for (int i = 0; i < R; ++i) mean_g[i] /= T(n);
+  }
+  lane_sums<T, R>(n, mean_gx, [&](int i, int64_t j) { return gw[i * n + j] * xh[i * n + j]; });
+  for (int i = 0; i < R; ++i) {
+    const T* gr = gp + (r + i) * n;
+    const T *xhi = xh + i * n, *gwi = gw + i * n;
+    const T rs = rp[r + i], mg = mean_g[i], mgx = mean_gx[i] / T(n);
+    T* dr = dxp + (r + i) * n;
+    if (bw)
+      for (int64_t j = 0; j < n; ++j) bw[j] += gr[j] * xhi[j];
+    if (bb)
+      for (int64_t j = 0; j < n; ++j) bb[j] += gr[j];
+    for (int64_t j = 0; j < n; ++j) dr[j] = rs * (gwi[j] - mg - xhi[j] * mgx);
+  }
+}
 
 template <class T, bool Center>
 void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
@@ -80,14 +141,14 @@ void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, cons
   const int nthreads = parallel ? omp_get_max_threads() : 1;
   // Per-thread partial sums: [thread][dweight n | dbias n].
   std::vector<double> part((want_w || want_b) ? static_cast<size_t>(nthreads) * 2 * n : 0, 0.0);
+  const int64_t groups = (rows + kRows - 1) / kRows;
 #pragma omp parallel num_threads(nthreads) if (parallel)
   {
     double* pw = part.empty() ? nullptr : part.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * n;
     double* pb = pw ? pw + n : nullptr;
-    // This row's xhat and g = dy * weight, so the loops below are plain vector loops; the block's
-    // sums of dy * xhat and dy.
-    std::vector<T> scratch(4 * static_cast<size_t>(n));
-    T *xh = scratch.data(), *gw = xh + n, *bw = gw + n, *bb = bw + n;
+    // A group's xhat and g, and the block's sums of dy * xhat and dy.
+    std::vector<T> scratch((2 * kRows + 2) * static_cast<size_t>(n));
+    T *xh = scratch.data(), *gw = xh + kRows * n, *bw = gw + kRows * n, *bb = bw + n;
     int64_t in_block = 0;
     auto flush = [&] {
       for (int64_t j = 0; j < n; ++j) {
@@ -98,24 +159,15 @@ void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, cons
       in_block = 0;
     };
     std::fill(bw, bw + 2 * n, T(0));
+    T *sw = want_w ? bw : nullptr, *sb = want_b ? bb : nullptr;
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const T *gr = gp + r * n, *xr = xp + r * n;
-      T* dr = dxp + r * n;
-      const T m = Center ? mp[r] : T(0), rs = rp[r];
-      for (int64_t j = 0; j < n; ++j) xh[j] = (xr[j] - m) * rs;
-      if (w)
-        for (int64_t j = 0; j < n; ++j) gw[j] = gr[j] * w[j];
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t r = g * kRows, count = std::min<int64_t>(kRows, rows - r);
+      if (count == kRows) backward_rows<T, Center, kRows>(gp, xp, w, mp, rp, dxp, r, n, xh, gw, sw, sb);
       else
-        for (int64_t j = 0; j < n; ++j) gw[j] = gr[j];
-      const T mean_g = Center ? lane_sum<T>(n, [&](int64_t j) { return gw[j]; }) / T(n) : T(0);
-      const T mean_gx = lane_sum<T>(n, [&](int64_t j) { return gw[j] * xh[j]; }) / T(n);
-      if (want_w)
-        for (int64_t j = 0; j < n; ++j) bw[j] += gr[j] * xh[j];
-      if (want_b)
-        for (int64_t j = 0; j < n; ++j) bb[j] += gr[j];
-      for (int64_t j = 0; j < n; ++j) dr[j] = rs * (gw[j] - mean_g - xh[j] * mean_gx);
-      if (pw && ++in_block == kRowBlock) flush();
+        for (int64_t i = r; i < rows; ++i) backward_rows<T, Center, 1>(gp, xp, w, mp, rp, dxp, i, n, xh, gw, sw, sb);
+      in_block += count;  // kRowBlock is a multiple of kRows: blocks end where they did row by row
+      if (pw && in_block >= kRowBlock) flush();
     }
     if (pw) flush();
   }
