@@ -114,9 +114,9 @@ void CudaBackend::sgd_step(const std::vector<SgdParam>& params, double momentum,
   });
 }
 
-void CudaBackend::sum_squares(const Tensor& x, const Tensor& out) {
-  fused_checks::sum_squares(x, out);
-  device_sum(x, true, out);
+void CudaBackend::sum_squares(const std::vector<Tensor>& xs, const Tensor& out) {
+  fused_checks::sum_squares(xs, out);
+  for (size_t t = 0; t < xs.size(); ++t) device_sum(xs[t], true, out.select(0, int64_t(t)));
 }
 
 void CudaBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) {

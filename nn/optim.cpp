@@ -240,18 +240,32 @@ double warmup_cosine(int64_t step, const WarmupCosine& s) {
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   LINEA_CHECK(max_norm > 0, "[clip_grad_norm_] max_norm must be > 0, got {}", max_norm);
   NoGradGuard no_grad;
-  std::vector<Tensor> grads, squares;
+  std::vector<Tensor> grads;
+  // The gradients' sums of squares, one backend call per device (queued there; read below).
+  std::vector<std::pair<std::vector<Tensor>, std::vector<size_t>>> by_device;  // contiguous grads, their places
+  std::vector<Device> devices;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    g = g.contiguous();  // a no-op for autograd's gradients; the scaling below writes p.grad() itself
-    Tensor part = empty({}, DType::Float64, g.device());
-    backend(g.device()).sum_squares(g, part);  // queued on g's device; read below
-    squares.push_back(part);
+    const size_t d = std::find(devices.begin(), devices.end(), g.device()) - devices.begin();
+    if (d == devices.size()) {
+      devices.push_back(g.device());
+      by_device.emplace_back();
+    }
+    by_device[d].first.push_back(g.contiguous());  // a no-op for autograd's gradients; the scaling below writes p.grad()
+    by_device[d].second.push_back(grads.size());
     grads.push_back(p.grad());
   }
+  std::vector<double> squares(grads.size());
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const auto& [gs, places] = by_device[d];
+    Tensor part = empty({int64_t(gs.size())}, DType::Float64, devices[d]);
+    backend(devices[d]).sum_squares(gs, part);
+    const std::vector<double> values = part.to_vector();
+    for (size_t i = 0; i < places.size(); ++i) squares[places[i]] = values[i];
+  }
   double sq = 0;  // summed over parameters in order, in double
-  for (const Tensor& s : squares) sq += s.item();
+  for (double s : squares) sq += s;
   const double norm = std::sqrt(sq);
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1) {

@@ -138,10 +138,11 @@ class Backend {
   //   d = g + wd p; with momentum: b = first ? d : momentum b + d, d = nesterov ? d + momentum b : b;
   //   p -= lr d        (all in the parameter's dtype)
   virtual void sgd_step(const std::vector<SgdParam>& params, double momentum, bool nesterov) = 0;
-  // out (0-d float64) = Σ_i x_i² over a contiguous floating x, the products and the sum in double
-  // (clip_grad_norm_'s squared norm, without a float64 copy of the gradient). The order of the
-  // sum is fixed per device, so a run is reproducible.
-  virtual void sum_squares(const Tensor& x, const Tensor& out) = 0;
+  // out[t] = Σ_i xs[t]_i² for each of the contiguous floating tensors xs, out a contiguous float64
+  // [xs.size()]; the products and the sums in double (clip_grad_norm_'s squared norms of every
+  // gradient in one call, without float64 copies of them). The order of each sum is fixed per
+  // device, so a run is reproducible.
+  virtual void sum_squares(const std::vector<Tensor>& xs, const Tensor& out) = 0;
 
   // Counter-based uniform numbers in [0, 1): out[i] = u(seed, offset + i), out contiguous float32
   // (24 random bits) or float64 (53). u is splitmix64 as a hash of (seed, counter)

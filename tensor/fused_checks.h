@@ -78,12 +78,15 @@ inline void sgd(const Backend::SgdParam& s, DeviceType device) {
   if (s.momentum_buffer.defined()) like_param("sgd_step", "momentum_buffer", s.momentum_buffer, s.param);
 }
 
-inline void sum_squares(const Tensor& x, const Tensor& out) {
-  LINEA_CHECK(x.is_contiguous() && is_floating(x.dtype()) && out.dim() == 0 && out.dtype() == DType::Float64 &&
-                  out.device() == x.device(),
-              "[sum_squares] needs a contiguous floating x and a 0-d float64 out on its device, got {} {} on {} and "
-              "{} {} on {}", x.dtype(), shape_str(x.shape()), x.device(), out.dtype(), shape_str(out.shape()),
-              out.device());
+inline void sum_squares(const std::vector<Tensor>& xs, const Tensor& out) {
+  LINEA_CHECK(out.is_contiguous() && out.dtype() == DType::Float64 && out.shape() == Shape({int64_t(xs.size())}),
+              "[sum_squares] needs a contiguous float64 out [{}] (one sum per tensor), got {} {}", xs.size(),
+              out.dtype(), shape_str(out.shape()));
+  for (size_t t = 0; t < xs.size(); ++t)
+    LINEA_CHECK(xs[t].is_contiguous() && is_floating(xs[t].dtype()) && xs[t].device() == out.device(),
+                "[sum_squares] tensor {} must be contiguous and floating on out's device ({}), got {} {} on {}{}", t,
+                out.device(), xs[t].dtype(), shape_str(xs[t].shape()), xs[t].device(),
+                xs[t].is_contiguous() ? "" : " (not contiguous)");
 }
 
 inline void random_out(const Tensor& out) {

@@ -187,8 +187,10 @@ class ProfilingBackend final : public Backend {
     for (const SgdParam& p : params) bytes += touched({&p.param, &p.grad, &p.momentum_buffer}) * 2;
     timed("sgd_step", 0, bytes, [&] { in_.sgd_step(params, momentum, nesterov); });
   }
-  void sum_squares(const Tensor& x, const Tensor& out) override {
-    timed("sum_squares", 0, touched(x), [&] { in_.sum_squares(x, out); });
+  void sum_squares(const std::vector<Tensor>& xs, const Tensor& out) override {
+    double bytes = 0;
+    for (const Tensor& x : xs) bytes += touched(x);
+    timed("sum_squares", 0, bytes, [&] { in_.sum_squares(xs, out); });
   }
   void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) override {
     timed("random_uniform", 0, touched(out), [&] { in_.random_uniform(out, seed, offset); });

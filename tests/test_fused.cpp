@@ -243,19 +243,34 @@ TEST_CASE("multi-tensor SGD equals per-parameter SGD, bit for bit") {
   }
 }
 
-TEST_CASE("sum_squares: Σ x² in double, 0 for an empty tensor") {
-  for (DType dtype : {DType::Float32, DType::Float64}) {
-    Tensor x = randn64({100001}, 90, false).to(dtype);
-    double ref = 0;
-    for (double v : x.to_vector()) ref += v * v;
-    Tensor out = empty({}, DType::Float64);
-    cpu_backend().sum_squares(x, out);
-    CHECK(out.item() == doctest::Approx(ref).epsilon(1e-13));
-    cpu_backend().sum_squares(empty({0}, dtype), out);
-    CHECK(out.item() == 0.0);
+TEST_CASE("sum_squares: Σ x² in double per tensor, 0 for an empty one, the same alone or with others") {
+  auto ref = [](const Tensor& x) {
+    double s = 0;
+    for (double v : x.to_vector()) s += v * v;
+    return s;
+  };
+  // Tensors of both dtypes and sizes on both sides of the parallel threshold, one of them empty.
+  std::vector<Tensor> xs;
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (int64_t n : {100001, 0, 7, 70000}) xs.push_back(randn64({n}, 90 + n, false).to(dtype));
+  Tensor out = empty({int64_t(xs.size())}, DType::Float64);
+  cpu_backend().sum_squares(xs, out);
+  const std::vector<double> sums = out.to_vector();
+  for (size_t t = 0; t < xs.size(); ++t) {
+    CAPTURE(t);
+    CHECK(sums[t] == doctest::Approx(ref(xs[t])).epsilon(1e-13));
+    Tensor alone = empty({1}, DType::Float64);
+    cpu_backend().sum_squares({xs[t]}, alone);
+    CHECK(alone.to_vector()[0] == sums[t]);  // the same bits whichever thread summed it
   }
-  CHECK_THROWS_WITH_AS(cpu_backend().sum_squares(zeros({3}), empty({1}, DType::Float64)),
-                       doctest::Contains("[sum_squares] needs a contiguous floating x and a 0-d float64 out"), Error);
+  CHECK(sums[1] == 0.0);
+  cpu_backend().sum_squares({}, empty({0}, DType::Float64));  // nothing to sum
+  CHECK_THROWS_WITH_AS(cpu_backend().sum_squares({zeros({3})}, empty({}, DType::Float64)),
+                       doctest::Contains("[sum_squares] needs a contiguous float64 out [1]"), Error);
+  CHECK_THROWS_WITH_AS(cpu_backend().sum_squares({zeros({3}), zeros({2, 3}).t()}, empty({2}, DType::Float64)),
+                       doctest::Contains("[sum_squares] tensor 1 must be contiguous"), Error);
+  CHECK_THROWS_WITH_AS(cpu_backend().sum_squares({zeros({3}, DType::Int64)}, empty({1}, DType::Float64)),
+                       doctest::Contains("[sum_squares] tensor 0 must be contiguous and floating"), Error);
 }
 
 TEST_CASE("optimizer kernels reject mismatched state") {

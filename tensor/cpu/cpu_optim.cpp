@@ -81,14 +81,22 @@ void CpuBackend::sgd_step(const std::vector<SgdParam>& params, double momentum, 
   });
 }
 
-void CpuBackend::sum_squares(const Tensor& x, const Tensor& out) {
-  fused_checks::sum_squares(x, out);
-  dispatch_floating(x.dtype(), "sum_squares", [&]<class T>() {
-    // In 16 independent lanes: one running sum (an `omp simd` reduction keeps a single vector) is a
-    // chain of dependent adds that ran at one element per cycle; 8 lanes ran no faster than that.
-    const T* d = x.data<T>();
-    *out.data<double>() = lane_sum<double, 16>(x.numel(), [&](int64_t i) { return static_cast<double>(d[i]) * d[i]; });
-  });
+// Each tensor's sum on one thread, the tensors spread over the threads (a model's gradients are many
+// and small: the char-GPT's 52 took 0.12 ms of its step one after another on one thread).
+void CpuBackend::sum_squares(const std::vector<Tensor>& xs, const Tensor& out) {
+  fused_checks::sum_squares(xs, out);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  int64_t total = 0;
+  for (const Tensor& x : xs) total += x.numel();
+  double* o = out.data<double>();
+#pragma omp parallel for schedule(dynamic, 1) if (n > 1 && total > kParallelMin)
+  for (int64_t t = 0; t < n; ++t)
+    dispatch_floating(xs[t].dtype(), "sum_squares", [&]<class T>() {
+      // In 16 independent lanes: one running sum (an `omp simd` reduction keeps a single vector) is a
+      // chain of dependent adds that ran at one element per cycle; 8 lanes ran no faster than that.
+      const T* d = xs[t].data<T>();
+      o[t] = lane_sum<double, 16>(xs[t].numel(), [&](int64_t i) { return static_cast<double>(d[i]) * d[i]; });
+    });
 }
 
 }  // namespace linea::cpu
