@@ -241,28 +241,28 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   LINEA_CHECK(max_norm > 0, "[clip_grad_norm_] max_norm must be > 0, got {}", max_norm);
   NoGradGuard no_grad;
   std::vector<Tensor> grads;
-  // The gradients' sums of squares, one backend call per device (queued there; read below).
-  std::vector<std::pair<std::vector<Tensor>, std::vector<size_t>>> by_device;  // contiguous grads, their places
-  std::vector<Device> devices;
+  // The gradients' sums of squares in one backend call per device (queued there; read below).
+  struct OnDevice {
+    Device device;
+    std::vector<Tensor> grads;   // contiguous: a no-op for autograd's; the scaling below writes p.grad()
+    std::vector<size_t> places;  // their indices in grads
+  };
+  std::vector<OnDevice> devices;
   for (const Tensor& p : params) {
-    Tensor g = p.grad();
+    const Tensor g = p.grad();
     if (!g.defined()) continue;
-    const size_t d = std::find(devices.begin(), devices.end(), g.device()) - devices.begin();
-    if (d == devices.size()) {
-      devices.push_back(g.device());
-      by_device.emplace_back();
-    }
-    by_device[d].first.push_back(g.contiguous());  // a no-op for autograd's gradients; the scaling below writes p.grad()
-    by_device[d].second.push_back(grads.size());
-    grads.push_back(p.grad());
+    auto on = std::find_if(devices.begin(), devices.end(), [&](const OnDevice& o) { return o.device == g.device(); });
+    if (on == devices.end()) on = devices.insert(devices.end(), OnDevice{g.device(), {}, {}});
+    on->grads.push_back(g.contiguous());
+    on->places.push_back(grads.size());
+    grads.push_back(g);
   }
   std::vector<double> squares(grads.size());
-  for (size_t d = 0; d < devices.size(); ++d) {
-    const auto& [gs, places] = by_device[d];
-    Tensor part = empty({int64_t(gs.size())}, DType::Float64, devices[d]);
-    backend(devices[d]).sum_squares(gs, part);
+  for (const OnDevice& on : devices) {
+    Tensor part = empty({int64_t(on.grads.size())}, DType::Float64, on.device);
+    backend(on.device).sum_squares(on.grads, part);
     const std::vector<double> values = part.to_vector();
-    for (size_t i = 0; i < places.size(); ++i) squares[places[i]] = values[i];
+    for (size_t i = 0; i < on.places.size(); ++i) squares[on.places[i]] = values[i];
   }
   double sq = 0;  // summed over parameters in order, in double
   for (double s : squares) sq += s;
