@@ -161,11 +161,9 @@ void tile_forward(const Problem& p, const Rows<const float>& Q, const Rows<const
     }
     // P = e / l, so that o = P V and the backward reads P as it is.
     float inv[kLanes];
-#pragma omp simd
     for (int64_t j = 0; j < kLanes; ++j) inv[j] = j < hi ? 1.0f / sum[j] : 0.0f;
     for (int64_t c = 0; c < keys.end; ++c) {
       float* sc = st + c * ld + r0;
-#pragma omp simd
       for (int64_t j = 0; j < kLanes; ++j) sc[j] *= inv[j];
     }
     for (int64_t c = keys.end; c < keys.zero_end; ++c) std::fill(st + c * ld + r0, st + c * ld + r0 + kLanes, 0.0f);
@@ -202,7 +200,6 @@ void tile_backward(const Problem& p, const Rows<const float>& Q, const Rows<cons
     float Dr[kLanes] = {};
     for (int64_t c = 0; c < keys.end; ++c) {
       const float *pc = pt + c * ld + r0, *dc = dst + c * ld + r0;
-#pragma omp simd
       for (int64_t j = 0; j < kLanes; ++j) Dr[j] += pc[j] * dc[j];
     }
     for (int64_t c = 0; c < keys.end; ++c) {
