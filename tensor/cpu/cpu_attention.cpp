@@ -80,7 +80,8 @@ bool transposed_tile(int64_t N) { return N <= kBc && has_direct_gemm(); }
 // Causal tiles skip the fully masked block of the transposed scores: with h = N/2 rounded down to
 // a multiple of 8, key rows c >= h meet only query rows r >= h (r >= c), and query rows r < h only
 // key rows c < h, so every product below drops a quarter of its work (0 below N = 16: no split).
-// Entries st[c][r] with c >= h > r are left unwritten; the softmax loops zero every r < c.
+// Entries st[c][r] with c >= h > r are left unwritten; the softmax loops zero every other masked
+// entry (r < c) that a product reads (key_range).
 int64_t causal_split(const Problem& p) { return p.causal && p.N >= 16 ? p.N / 2 / 8 * 8 : 0; }
 
 // st[c][r] = a_c · b_r (e values each) for the pairs the mask keeps (c, r < N, rows of st ld apart).
