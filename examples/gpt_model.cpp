@@ -331,7 +331,11 @@ double training_bytes(const ModelConfig& c, int64_t batch) {
                                .heads = double(c.heads), .layers = double(c.layers), .mlp_ratio = c.mlp_ratio,
                                .chunks = chunks, .mix = c.attn == "mhla" ? chunks * chunks : 0,
                                .other_params = (vocab + double(c.context) + 2) * dim + (c.tie ? 0 : vocab * dim),
-                               .other_floats = 3 * tokens * vocab});  // logits, their softmax and its gradient
+                               .other_floats = 3 * tokens * vocab,  // logits, their softmax and its gradient
+                               // what the CPU backend keeps (a GPU keeps none: there it slightly overestimates)
+                               .probs = c.attn == "softmax" ? double(backend(Device::cpu()).attention_probs_size(
+                                                                  c.context, DType::Float32))
+                                                            : 0});
 }
 
 void load_weights(nn::Module& model, const std::string& checkpoint) {

@@ -101,7 +101,11 @@ double training_bytes(const Config& o) {
                                .chunks = o.attn == "softmax" ? 0 : blocks,
                                .mix = o.attn == "mhla" ? blocks * blocks : 0,
                                .other_params = (double(o.patch * o.patch) + tokens + 12) * dim,
-                               .other_floats = images * (28 * 28 + 32 * 32)});
+                               .other_floats = images * (28 * 28 + 32 * 32),
+                               .probs = o.attn == "softmax" && o.device == "cpu"
+                                            ? double(backend(Device::cpu()).attention_probs_size(
+                                                  static_cast<int64_t>(tokens), DType::Float32))
+                                            : 0});
 }
 
 // ---------------------------------------------------------------- the model

@@ -150,3 +150,18 @@ TEST_CASE("vit: the memory estimate covers at least the weights, their gradients
     CHECK(vit::training_bytes(o) < 16 * params + 4e9);  // and it is not absurd for a small model
   }
 }
+
+TEST_CASE("vit: the memory estimate counts the attention probabilities the CPU keeps for the backward") {
+  // The bench's softmax ViT: 64 tokens, so the CPU keeps P (float32); on a GPU nothing is kept.
+  const vit::Config cpu = vit::parse_config({"--attn", "softmax"});
+  vit::Config gpu = cpu;
+  gpu.device = "cuda";
+  const int64_t per_head = backend(Device::cpu()).attention_probs_size(64, DType::Float32);
+  REQUIRE(per_head >= 64 * 64);
+  const double probs = 4.0 * double(cpu.depth) * double(cpu.batch) * double(cpu.heads) * double(per_head);
+  CHECK(vit::training_bytes(cpu) - vit::training_bytes(gpu) == doctest::Approx(probs).epsilon(1e-12));
+  // Linear attention keeps no probabilities on either device.
+  vit::Config lin = vit::parse_config({"--attn", "linear"}), lin_gpu = lin;
+  lin_gpu.device = "cuda";
+  CHECK(vit::training_bytes(lin) == vit::training_bytes(lin_gpu));
+}

@@ -25,8 +25,10 @@ double training_bytes(const TransformerSize& s) {
   const double params = s.layers * block_params + s.other_params;
   // Kept per block and token: about 10 vectors of width dim (norms, q, k, v, attention output,
   // projections, residuals) and 2 of the MLP's width; per sequence, the hd x hd key-value summary
-  // of every chunk and head (a few copies: summaries, mixed summaries, their gradients).
-  const double per_block = s.batch * (s.tokens * (10 * d + 2 * hidden) + 3 * s.chunks * s.heads * hd * hd);
+  // of every chunk and head (a few copies: summaries, mixed summaries, their gradients), and the
+  // attention probabilities the backend keeps.
+  const double per_block =
+      s.batch * (s.tokens * (10 * d + 2 * hidden) + 3 * s.chunks * s.heads * hd * hd + s.heads * s.probs);
   return 4 * (4 * params + s.layers * per_block + s.other_floats);
 }
 

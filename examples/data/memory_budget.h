@@ -20,6 +20,8 @@ struct TransformerSize {
   double mix = 0;           // MHLA's mixing-matrix entries per block
   double other_params = 0;  // embeddings, head, final norm
   double other_floats = 0;  // float32s outside the blocks: logits, a data set held in memory
+  double probs = 0;         // floats per sequence and head that softmax attention keeps for its backward
+                            // (Backend::attention_probs_size: the CPU's short sequences, N·N rounded)
 };
 
 // About how many bytes training it takes: the float32 weights with their gradients and AdamW's two
