@@ -22,11 +22,6 @@ Tensor accumulate(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// Whether nothing but the caller holds g's tensor and storage (so it may be changed in place).
-bool exclusive(const Tensor& g) {
-  return g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous();
-}
-
 // A node's pending gradient plus one more (a tensor used twice: the residual stream's x feeds its
 // LayerNorm and the skip connection). Added in place when the engine's copy is the only one: a
 // fresh output would first be read into cache to be written (2 MB per add on the ViT).
@@ -96,6 +91,10 @@ void release_leaf_edges(const Node& node, std::unordered_map<Meta*, int>& edges)
 
 bool grad_enabled() { return g_grad_enabled; }
 void set_grad_enabled(bool on) { g_grad_enabled = on; }
+
+bool exclusive(const Tensor& g) {
+  return g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous();
+}
 
 void set_grad_ready_hook(const Tensor& leaf, GradReadyHook hook) {
   LINEA_CHECK(leaf.defined() && leaf.is_leaf() && leaf.requires_grad(),

@@ -44,6 +44,10 @@ void set_grad_enabled(bool on);
 // The engine behind Tensor::backward (autograd/engine.cpp).
 void run_backward(const Tensor& root, Tensor grad, bool retain_graph);
 
+// Whether nothing but the caller holds g's tensor and storage, contiguous: a gradient the engine
+// hands a backward this way may be overwritten in place (it drops its own copy after the call).
+bool exclusive(const Tensor& g);
+
 // Installs Tensor's autograd members and views (tensor/tensor_methods.h; autograd/tensor_methods.cpp).
 // Returns true. The inline variable below runs it before main in every program that includes this
 // header (every autograd/ header and <linea/linea.h> do), which also links it in from liblinea.a.

@@ -37,11 +37,17 @@ Tensor apply(UnaryOp k, const Tensor& x, double p0 = 0, double p1 = 0) {
 // An activation whose derivative costs about what the activation does (the same exp): when x needs
 // a gradient, y and f'(x) come out of one pass (Backend::activation_with_grad) and the backward is
 // g·f'(x), instead of evaluating f' again there. f'(x) is kept in place of x: the same memory.
+// The product goes into g where the engine's copy is the only one (the MLP's: its dh comes fresh
+// from the product that made it): a new output would first be read into cache to be written.
 Tensor activation(std::string name, UnaryOp op, const Tensor& x) {
   if (!autograd::needs_grad({x})) return apply(op, x);
   Tensor y = empty(x.shape(), x.dtype(), x.device()), d = empty(x.shape(), x.dtype(), x.device());
   backend(x.device()).activation_with_grad(op, x, y, d);
-  return record(std::move(name), y, {x}, [d](const Tensor& g) -> std::vector<Tensor> { return {g * d}; });
+  return record(std::move(name), y, {x}, [d](const Tensor& g) -> std::vector<Tensor> {
+    if (!autograd::exclusive(g) || g.shape() != d.shape()) return {g * d};
+    backend(g.device()).binary(BinaryOp::Mul, g, d, g);
+    return {g};
+  });
 }
 
 // A stride-0 view of x at `shape` for the kernels (they take operands already broadcast).

@@ -165,6 +165,43 @@ TEST_CASE("gelu (erf) and its derivative in float32 match float64 to relative 1e
   CHECK(tail > 300);  // the comparison reached the far tail, where values are below 1e-8
 }
 
+// The activations' backward multiplies into the incoming gradient when the engine's copy is the
+// only one (autograd::exclusive), and into a new tensor otherwise: a seed the caller still holds is
+// left as it was, and both give g·f'(x).
+std::vector<double> silu_backward_ref(const std::vector<double>& xs) {
+  std::vector<double> d;
+  for (double v : xs) d.push_back(sigmoid_ref(v) * (1 + v * (1 - sigmoid_ref(v))));
+  return d;
+}
+Tensor gelu_grad_ref(const Tensor& x) {
+  return map_ref(x, [](double v) { return 0.5 * std::erfc(-v / std::sqrt(2.0)) + v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI); });
+}
+
+TEST_CASE("activation backward: g·f'(x) in place only into a gradient nobody else holds") {
+  Generator gen(7);
+  const Tensor x0 = randn({5, 7}, gen, float64), w = randn({7, 3}, gen, float64);
+  const std::vector<double> seed_values = randn({5, 7}, gen, float64).to_vector();
+  for (const bool held : {false, true}) {
+    CAPTURE(held);
+    const Tensor x = x0.clone().requires_grad_();
+    Tensor y = silu(x);
+    Tensor seed = from_vector<double>(seed_values).view({5, 7});
+    if (held) {
+      y.backward(seed);
+      CHECK(seed.to_vector() == seed_values);  // the caller's tensor is untouched
+    } else {
+      y.backward(std::move(seed));  // nobody else holds it: multiplied in place
+    }
+    const std::vector<double> d = silu_backward_ref(x0.to_vector()), got = x.grad().to_vector();
+    for (size_t i = 0; i < d.size(); ++i) CHECK(got[i] == doctest::Approx(seed_values[i] * d[i]).epsilon(1e-14));
+  }
+  // Inside a graph: dh comes fresh from the product's backward, as in an MLP.
+  const Tensor x = x0.clone().requires_grad_();
+  sum(matmul(gelu(x), w)).backward();
+  const Tensor expect = matmul(ones({5, 3}, float64), w.t()) * gelu_grad_ref(x0);
+  CHECK(allclose(x.grad(), expect, 1e-13, 1e-13));
+}
+
 // Training evaluates an activation and its derivative in one pass (Backend::activation_with_grad),
 // the backward then multiplying by the saved derivative. Its values must be those of the unary op
 // and of the op's *Backward, on every layout, at the extremes and at NaN; the CPU's one-pass kernel
