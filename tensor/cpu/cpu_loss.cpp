@@ -18,6 +18,8 @@ namespace linea::cpu {
 
 namespace {
 
+constexpr int64_t kLanes = 16;
+
 template <class T>
 void ce_forward_rows(const T* x, const int64_t* tgt, int64_t rows, int64_t C, int64_t ignore_index, double eps,
                      double* lse, double* loss) {
@@ -29,17 +31,21 @@ void ce_forward_rows(const T* x, const int64_t* tgt, int64_t rows, int64_t C, in
       continue;
     }
     const T* xr = x + r * C;
-    // omp simd lets both reductions vectorise (fixed lane order: the same result every run).
+    // The max and the sums (in double) in kLanes fixed lanes (vec_math.h's lane_sum): under `omp
+    // simd reduction` GCC 12 left the max a scalar loop and fed the double sums one exp at a time
+    // ([768, 65], the char-GPT's logits, warm: 1 thread 95 -> 68 us, 2 threads 55 -> 47 us).
+    T mx[kLanes];
+    std::fill(mx, mx + kLanes, -std::numeric_limits<T>::infinity());
+    int64_t c = 0;
+    for (; c + kLanes <= C; c += kLanes)
+      for (int64_t j = 0; j < kLanes; ++j) mx[j] = mx[j] < xr[c + j] ? xr[c + j] : mx[j];  // std::max's order
     T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-    for (int64_t c = 0; c < C; ++c) m = std::max(m, xr[c]);
-    double s = 0, sx = 0;
-#pragma omp simd reduction(+ : s, sx)
-    for (int64_t c = 0; c < C; ++c) {
-      const T d = xr[c] - m;
-      s += vexp(d);
-      sx += d;
-    }
+    for (; c < C; ++c) m = std::max(m, xr[c]);
+    for (int64_t j = 0; j < kLanes; ++j) m = std::max(m, mx[j]);
+    const double s = lane_sum<double, kLanes>(C, [&](int64_t k) { return static_cast<double>(vexp(xr[k] - m)); });
+    // Only label smoothing reads the sum of the logits.
+    const double sx = eps > 0 ? lane_sum<double, kLanes>(C, [&](int64_t k) { return static_cast<double>(xr[k] - m); })
+                              : 0.0;
     const double log_s = std::log(s);
     lse[r] = static_cast<double>(m) + log_s;
     // Without smoothing sx is left out: a masked (-inf) logit would make 0 * sx a NaN.
