@@ -168,9 +168,24 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int
         }
       }
     }
-    if (ta && a_sums)  // a(i, k) = a[k*lda + i]: the block's rows are contiguous in i
-      for (int64_t k = pc; k < pc + kc; ++k)
+    if (ta && a_sums) {  // a(i, k) = a[k*lda + i]: the block's rows are contiguous in i
+      // Eight rows per pass over a_sums, added to each sum in row order (the same bits as one row
+      // at a time): a pass per row stored and reloaded every sum, 4-6% of a weight gradient's time
+      // (perf, [384..512, 384]ᵀ·[384, 128], 1 thread). The models' per-thread weight gradients
+      // ([64..512, 384..4096]ᵀ·[.., 64..512]) ran 0.5-1.4% faster (Zen 4, warm, min of 3000).
+      int64_t k = pc;
+      for (; k + 8 <= pc + kc; k += 8) {
+        const float* ak = a + k * lda;
+        for (int64_t i = 0; i < M; ++i) {
+          double s = a_sums[i];
+#pragma GCC unroll 8
+          for (int64_t r = 0; r < 8; ++r) s += double(ak[r * lda + i]);
+          a_sums[i] = s;
+        }
+      }
+      for (; k < pc + kc; ++k)
         for (int64_t i = 0; i < M; ++i) a_sums[i] += double(a[k * lda + i]);
+    }
   }
 }
 
