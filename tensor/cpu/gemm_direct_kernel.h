@@ -33,9 +33,15 @@ constexpr int64_t kc_max(bool ta) {
 // Unless Full, the lanes of the last vector past C's edge are masked off by `tail`. A full tile
 // uses no masked loads or stores: on Zen 3 a masked store (vmaskmovps) is microcoded, and with
 // every tile's last vector masked the attention kernels' 64x64x16 tiles ran 1.2x slower (session 15).
+// Lines a tile prefetches into L2 for a later block, one per step k < n: p + 64·k.
+struct Ahead {
+  const char* p = nullptr;
+  int64_t n = 0;
+};
+
 template <class Vec, int R, int V, bool Full>
 void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, int64_t ldb, float* c, int64_t ldc,
-          const float* r, int64_t ldr, const float* bias, typename Vec::mask tail) {
+          const float* r, int64_t ldr, const float* bias, typename Vec::mask tail, Ahead ahead) {
   using reg = typename Vec::reg;
   constexpr int W = Vec::W;
   auto load = [&](const float* p, int v) {
@@ -47,6 +53,7 @@ void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, in
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) acc[i][v] = Vec::zero();
   for (int64_t k = 0; k < kc; ++k, a += ak, b += ldb) {
+    if (k < ahead.n) __builtin_prefetch(ahead.p + 64 * k, 0, 2);
     reg bv[V];
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) bv[v] = load(b, v);
@@ -86,21 +93,21 @@ void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, in
 
 template <class Vec, int R, int V, bool Full>
 void tile_rows(int64_t mr, int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, int64_t ldb, float* c,
-               int64_t ldc, const float* r, int64_t ldr, const float* bias, typename Vec::mask tail) {
+               int64_t ldc, const float* r, int64_t ldr, const float* bias, typename Vec::mask tail, Ahead ahead) {
   if constexpr (R > 1)
-    if (mr < R) return tile_rows<Vec, R - 1, V, Full>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail);
-  tile<Vec, R, V, Full>(kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail);
+    if (mr < R) return tile_rows<Vec, R - 1, V, Full>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail, ahead);
+  tile<Vec, R, V, Full>(kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail, ahead);
 }
 
 // tile<Vec, mr, v, full> for 1 <= mr <= MR and 1 <= v <= NV.
 template <class Vec, int NV>
 void tile_any(int64_t mr, int64_t v, bool full, int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b,
               int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr, const float* bias,
-              typename Vec::mask tail) {
+              typename Vec::mask tail, Ahead ahead) {
   if constexpr (NV > 1)
-    if (v < NV) return tile_any<Vec, NV - 1>(mr, v, full, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail);
-  if (full) tile_rows<Vec, MR, NV, true>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail);
-  else tile_rows<Vec, MR, NV, false>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail);
+    if (v < NV) return tile_any<Vec, NV - 1>(mr, v, full, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail, ahead);
+  if (full) tile_rows<Vec, MR, NV, true>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail, ahead);
+  else tile_rows<Vec, MR, NV, false>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail, ahead);
 }
 
 // B's block (kc rows from its row pc) packed as column strips of NR: strip s holds b(k, s·NR + j)
@@ -153,6 +160,14 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int
     const float *rb = pc ? c : r, *bias_b = pc ? nullptr : bias;
     const int64_t ldrb = pc ? ldc : ldr;
     if (pack) pack_b<Vec, NV>(tb, b, ldb, pc, kc, N, bp);
+    // A weight gradient reads a's and b's rows in place, each block of K once, and the first tile
+    // of a block waits on memory for all of them: its tiles prefetch the next block's rows (one
+    // contiguous run of each operand) into L2, a line per step, while this one computes.
+    const int64_t next = ta && lda == M && ldb == N && pc + kb < K ? (K - pc - kb < kb ? K - pc - kb : kb) : 0;
+    const int64_t a_lines = (next * M * 4 + 63) / 64, b_lines = (next * N * 4 + 63) / 64;
+    const char *a_next = reinterpret_cast<const char*>(a + (pc + kb) * lda),
+               *b_next = reinterpret_cast<const char*>(b + (pc + kb) * ldb);
+    int64_t line = 0;  // the next line to prefetch, a's lines first
     for (int64_t mc = 0; mc < M; mc += MC) {
       const int64_t m1 = M - mc < MC ? M : mc + MC;
       for (int64_t jc = 0; jc < N; jc += NR) {
@@ -163,8 +178,13 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int
         const int64_t lds = pack ? NR : ldb;
         for (int64_t ic = mc; ic < m1; ic += MR) {
           const int64_t mr = m1 - ic < MR ? m1 - ic : MR;
+          Ahead ahead;
+          if (line < a_lines) ahead = {a_next + 64 * line, a_lines - line < kc ? a_lines - line : kc};
+          else if (line < a_lines + b_lines)
+            ahead = {b_next + 64 * (line - a_lines), a_lines + b_lines - line < kc ? a_lines + b_lines - line : kc};
+          line += ahead.n;
           tile_any<Vec, NV>(mr, v, lanes == Vec::W, kc, a + ic * ai + pc * ak, ai, ak, bs, lds, c + ic * ldc + jc, ldc,
-                            rb ? rb + ic * ldrb + jc : nullptr, ldrb, bias_b ? bias_b + jc : nullptr, tail);
+                            rb ? rb + ic * ldrb + jc : nullptr, ldrb, bias_b ? bias_b + jc : nullptr, tail, ahead);
         }
       }
     }
