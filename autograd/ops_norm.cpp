@@ -29,6 +29,14 @@ Tensor kernel_input(const Tensor& t) { return t.defined() ? t.detach().contiguou
 // Whether the backward needs this optional parameter's gradient; the kernel skips the undefined.
 bool wants_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
 
+// Where the backward writes dx: into g itself when the engine's copy is the only one (the kernels
+// allow dx = dy), which is in cache from the op that made it, where a new tensor would first be
+// read into cache to be written (ViT's [8192, 64], 2 threads: 1.56 -> 1.45 ms with the product
+// before it).
+Tensor grad_target(const Tensor& g, const Tensor& x) {
+  return autograd::exclusive(g) && g.shape() == x.shape() && g.dtype() == x.dtype() ? g : empty_like(x);
+}
+
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
@@ -41,7 +49,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   be.layernorm_forward(xc, w, b, eps, out, mean, rstd);
   return autograd::record("layer_norm", out, {x, weight, bias},
                           [xc, w, b, mean, rstd, gw = wants_grad(weight), gb = wants_grad(bias), &be](const Tensor& g) {
-                            Tensor dx = empty_like(xc), dw = gw ? empty_like(w) : Tensor();
+                            Tensor dx = grad_target(g, xc), dw = gw ? empty_like(w) : Tensor();
                             Tensor db = gb ? empty_like(b) : Tensor();
                             be.layernorm_backward(g.contiguous(), xc, w, mean, rstd, dx, dw, db);
                             return std::vector<Tensor>{dx, dw, db};
@@ -57,7 +65,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   Backend& be = backend(x.device());
   be.rmsnorm_forward(xc, w, eps, out, rstd);
   return autograd::record("rms_norm", out, {x, weight}, [xc, w, rstd, gw = wants_grad(weight), &be](const Tensor& g) {
-    Tensor dx = empty_like(xc), dw = gw ? empty_like(w) : Tensor();
+    Tensor dx = grad_target(g, xc), dw = gw ? empty_like(w) : Tensor();
     be.rmsnorm_backward(g.contiguous(), xc, w, rstd, dx, dw);
     return std::vector<Tensor>{dx, dw};
   });

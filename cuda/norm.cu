@@ -70,15 +70,16 @@ struct SumPair {
 
 template <class T, bool Center, int G>
 __global__ void __launch_bounds__(kThreads)
-    norm_backward_rows(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
-                       const T* __restrict__ mean, const T* __restrict__ rstd, T* __restrict__ dx, int64_t rows,
-                       int64_t n) {
+    norm_backward_rows(const T* dy, const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ mean,
+                       const T* __restrict__ rstd, T* dx, int64_t rows, int64_t n) {
   __shared__ SumPair::State buf[kThreads / 32];
   for_each_group_row<G>(rows, [&](int64_t r, int lane) {
     const T *gr = dy + r * n, *xr = x + r * n;
     T* dr = dx + r * n;
     const double m = Center ? static_cast<double>(mean[r]) : 0.0, rs = rstd[r];
     // xhat and g are recomputed in the second pass instead of stored: a row may be any length.
+    // dx may be dy itself (no __restrict__ on them): each lane reads g[j] before it writes dx[j],
+    // and no other lane reads its j after the group's reduction.
     auto xhat = [&](int64_t j) { return (xr[j] - m) * rs; };
     auto grad = [&](int64_t j) { return w ? static_cast<double>(gr[j]) * w[j] : static_cast<double>(gr[j]); };
     SumPair::State p{0.0, 0.0};
@@ -192,19 +193,22 @@ const char* launch_norm_backward(DType dtype, bool center, const void* dy, const
   return with_norm(dtype, center, n, [&]<class T, bool C, int G>() -> const char* {
     const T *gp = static_cast<const T*>(dy), *xp = static_cast<const T*>(x);
     const T *mp = static_cast<const T*>(mean), *rp = static_cast<const T*>(rstd);
+    // dweight and dbias first: dx may be dy itself (backend.h), which the rows pass overwrites.
+    const bool params = dweight || dbias;
+    if (params) {
+      // Narrow rows would leave most of a 256-thread block idle: use just enough whole warps.
+      const int threads = static_cast<int>(std::min<int64_t>(kThreads, ceil_div(n, 32) * 32));
+      double* part = static_cast<double*>(scratch);
+      const dim3 grid(blocks_for(n, threads), static_cast<unsigned>(plan.splits));
+      norm_params_partial<T, C><<<grid, threads, 0, stream()>>>(gp, xp, mp, rp, part, rows, n, plan.rows_per_split,
+                                                                dweight != nullptr);
+      norm_params_finish<T><<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(
+          part, static_cast<T*>(dweight), static_cast<T*>(dbias), n, plan.splits);
+    }
     if (rows > 0)
       norm_backward_rows<T, C, G><<<group_blocks(rows, G), kThreads, 0, stream()>>>(
           gp, xp, static_cast<const T*>(weight), mp, rp, static_cast<T*>(dx), rows, n);
-    if (!dweight && !dbias) return "norm_backward_rows";
-    // Narrow rows would leave most of a 256-thread block idle: use just enough whole warps.
-    const int threads = static_cast<int>(std::min<int64_t>(kThreads, ceil_div(n, 32) * 32));
-    double* part = static_cast<double*>(scratch);
-    const dim3 grid(blocks_for(n, threads), static_cast<unsigned>(plan.splits));
-    norm_params_partial<T, C><<<grid, threads, 0, stream()>>>(gp, xp, mp, rp, part, rows, n, plan.rows_per_split,
-                                                              dweight != nullptr);
-    norm_params_finish<T><<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(part, static_cast<T*>(dweight),
-                                                                             static_cast<T*>(dbias), n, plan.splits);
-    return "norm_backward_rows + norm_params_partial + norm_params_finish";
+    return params ? "norm_params_partial + norm_params_finish + norm_backward_rows" : "norm_backward_rows";
   });
 }
 

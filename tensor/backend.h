@@ -58,7 +58,8 @@ class Backend {
   // rstd ([rows], x's dtype) are written for the backward.
   virtual void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                                  const Tensor& out, const Tensor& mean, const Tensor& rstd) = 0;
-  // Writes dx, and dweight / dbias (sums over rows) where they are defined.
+  // Writes dx, and dweight / dbias (sums over rows) where they are defined. dx may be dy itself
+  // (here and in rmsnorm_backward): autograd hands in a gradient nobody else holds as the output.
   virtual void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                                   const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
                                   const Tensor& dbias) = 0;

@@ -293,6 +293,17 @@ void check_norm(bool center, int64_t rows, int64_t n, DType dtype, bool affine, 
   else
     backend(kGpu).rmsnorm_backward(dy.to(kGpu), x.to(kGpu), on(w, kGpu), rc.to(kGpu), dx_only, Tensor());
   CHECK(close(dx_only, dxc, t));
+  // dx written over dy itself (backend.h allows it; autograd does it with a gradient nobody else
+  // holds): the parameter sums must read dy before the rows pass overwrites it.
+  Tensor dy_in_place = dy.to(kGpu), dw_in_place = fresh({n}, kGpu), db_in_place = center ? fresh({n}, kGpu) : Tensor();
+  if (center)
+    backend(kGpu).layernorm_backward(dy_in_place, x.to(kGpu), on(w, kGpu), mc.to(kGpu), rc.to(kGpu), dy_in_place,
+                                     dw_in_place, db_in_place);
+  else
+    backend(kGpu).rmsnorm_backward(dy_in_place, x.to(kGpu), on(w, kGpu), rc.to(kGpu), dy_in_place, dw_in_place);
+  CHECK(close(dy_in_place, dxg.to(kCpu), 0));
+  CHECK(close(dw_in_place, dwg.to(kCpu), 0));
+  if (center) CHECK(close(db_in_place, dbg.to(kCpu), 0));
 }
 
 }  // namespace

@@ -95,7 +95,8 @@ static_assert(kRowBlock % kRows == 0, "the backward flushes its block sums after
 
 // The R rows from row r of the backward, their two sums side by side as in the forward. xh and gw
 // are scratch for R rows of xhat and g = dy * weight, so the loops are plain vector loops; bw and
-// bb (or null) gain the rows' dy * xhat and dy, row after row.
+// bb (or null) gain the rows' dy * xhat and dy, row after row. dxp may be gp: a row's dy is read
+// (into gw, bw and bb) before its dx is written.
 template <class T, bool Center, int R>
 void backward_rows(const T* gp, const T* xp, const T* w, const T* mp, const T* rp, T* dxp, int64_t r, int64_t n,
                    T* xh, T* gw, T* bw, T* bb) {
