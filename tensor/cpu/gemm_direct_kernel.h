@@ -27,15 +27,9 @@ constexpr int64_t kc_max(bool ta) {
   return ta || Vec::W > 8 ? 128 : KC;
 }
 
-// C[0..R, 0..V·W] = Σ_k a(i, k)·b[k][j] over kc steps, plus r[i*ldr + j] where r is not null (r == c
-// accumulates) and bias[j] where bias is not null, added to the sum as one value r + bias (the
-// rounding of a start value written into C before the product). With a(i, k) at a[i*ai + k*ak].
-// Unless Full, the lanes of the last vector past C's edge are masked off by `tail`. A full tile
-// uses no masked loads or stores: on Zen 3 a masked store (vmaskmovps) is microcoded, and with
-// every tile's last vector masked the attention kernels' 64x64x16 tiles ran 1.2x slower (session 15).
 // Lines a tile prefetches into L2 for a later block, one per step k < n: p + 64·k (a weight
-// gradient's next block, in gemm below). Every other tile takes NoAhead: no test in its loop and
-// no argument (with the test, tiny products ran 2-9% slower: 16x16x4 62 -> 68 ns).
+// gradient's next block, in gemm below). Every other tile takes NoAhead, so that the loops of the
+// tiny products (MHLA's, attention's) carry neither the test nor the argument.
 struct Ahead {
   static constexpr bool prefetches = true;
   const char* p = nullptr;
@@ -45,6 +39,12 @@ struct NoAhead {
   static constexpr bool prefetches = false;
 };
 
+// C[0..R, 0..V·W] = Σ_k a(i, k)·b[k][j] over kc steps, plus r[i*ldr + j] where r is not null (r == c
+// accumulates) and bias[j] where bias is not null, added to the sum as one value r + bias (the
+// rounding of a start value written into C before the product). With a(i, k) at a[i*ai + k*ak].
+// Unless Full, the lanes of the last vector past C's edge are masked off by `tail`. A full tile
+// uses no masked loads or stores: on Zen 3 a masked store (vmaskmovps) is microcoded, and with
+// every tile's last vector masked the attention kernels' 64x64x16 tiles ran 1.2x slower (session 15).
 template <class Vec, int R, int V, bool Full, class P>
 void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, int64_t ldb, float* c, int64_t ldc,
           const float* r, int64_t ldr, const float* bias, typename Vec::mask tail, P ahead) {
