@@ -118,13 +118,17 @@ LINEA_BF16_TARGET void pack(bool k_contiguous, const float* x, int64_t ld, int64
 // The sliver's word (row i, pair p) is at A[i*AR + p*AP]: AR = KP, AP = 1 or AR = 1, AP = MR (see
 // above). The stores are unrolled over all MR rows (each under i < mr), so that the accumulators
 // stay in registers: with a loop to mr GCC stored all 24 to the stack first.
+// While it runs, the kernel fetches for writing the first `ahead` lines of the next tile of C, two
+// per row (row p / 2, half p % 2), as gemm_direct's tiles do (NextC in gemm_direct_kernel.h).
 template <int AR, int AP>
 LINEA_BF16_TARGET void micro_kernel(int64_t kp, const uint32_t* A, const uint32_t* B, float* C, int64_t ldc, int mr,
-                                    int nr, const float* r, int64_t ldr, const float* bias) {
+                                    int nr, const float* r, int64_t ldr, const float* bias, const char* next_c,
+                                    int64_t ahead) {
   __m512 c0[MR], c1[MR];
 #pragma GCC unroll 12
   for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
   for (int64_t p = 0; p < kp; ++p, A += AP, B += NR) {
+    if (p < ahead) __builtin_prefetch(next_c + p / 2 * ldc * 4 + p % 2 * 64, 1, 3);
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B), b1 = (__m512bh)_mm512_loadu_si512(B + 16);
 #pragma GCC unroll 12
     for (int i = 0; i < MR; ++i) {
@@ -179,10 +183,18 @@ void gemm_bf16_kernel(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const f
             const uint32_t* bt = bpack.data() + t * kp * NR;
             const int mr = int(std::min<int64_t>(MR, mc - s * MR)), nr = int(std::min<int64_t>(NR, nc - t * NR));
             const float *rt = r ? r + i * ldr + j : nullptr, *bias_t = bias ? bias + j : nullptr;
+            // C is written from scratch by the first block of K: the next tile down this panel, else
+            // the top of the next panel.
+            const bool down = (s + 1) * MR < mc;
+            const int64_t in = down ? i + MR : ic, jn = down ? j : j + NR;
+            const int64_t ahead = pc == 0 && (down || (t + 1) * NR < nc) ? 2 * std::min<int64_t>(MR, M - in) : 0;
+            const char* next_c = reinterpret_cast<const char*>(c + in * ldc + jn);
             if (ta)
-              micro_kernel<1, MR>(kp, apack.data() + s * kp * MR, bt, c + i * ldc + j, ldc, mr, nr, rt, ldr, bias_t);
+              micro_kernel<1, MR>(kp, apack.data() + s * kp * MR, bt, c + i * ldc + j, ldc, mr, nr, rt, ldr, bias_t,
+                                  next_c, ahead);
             else
-              micro_kernel<KP, 1>(kp, apack.data() + s * MR * KP, bt, c + i * ldc + j, ldc, mr, nr, rt, ldr, bias_t);
+              micro_kernel<KP, 1>(kp, apack.data() + s * MR * KP, bt, c + i * ldc + j, ldc, mr, nr, rt, ldr, bias_t,
+                                  next_c, ahead);
           }
       }
     }
