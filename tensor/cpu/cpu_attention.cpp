@@ -35,6 +35,7 @@
 
 #include "linea/tensor/cpu/blas.h"
 #include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/cpu/fetch_ahead.h"
 #include "linea/tensor/cpu/gemm_direct.h"
 #include "linea/tensor/cpu/head_rows.h"
 #include "linea/tensor/cpu/vec_math.h"
@@ -125,31 +126,13 @@ KeyRange key_range(const Problem& p, int64_t h, int64_t r0) {
   return {end, h && r0 + kLanes <= h ? std::max(end, h) : p.N};
 }
 
-// The lines the next pair of this thread will touch first, fetched a line per call of step() from
-// inside this pair's key loops (a pair's loops take a few microseconds, time enough for DRAM): its
-// P block (`block`, contiguous), then its rows of `out` (the forward's O). With Write they are
-// fetched for writing: a first store to a line out of cache waits for it to be read in. Measured in
-// the training steps, in-process A/B per layer, 2 threads, Zen 4: the forward with the P block and
-// O rows fetched for writing, char-GPT 181 -> 169 us, ViT 1.75-1.78 -> 1.68-1.71 ms; the backward
-// with the P it reads fetched into L2, char-GPT 324-327 -> 316-323 us, ViT 2.50 -> 2.32-2.34 ms
-// (its dQ, dK, dV rows fetched for writing as well made it 13% slower).
-template <bool Write>
-struct NextPair {
-  const char* block = nullptr;  // null: no next pair on this thread (or nothing to fetch)
-  int64_t block_lines = 0;
-  const Rows<float>* out = nullptr;
-  int64_t bh = 0, row_lines = 0, rows = 0;
-  int64_t i = 0;  // the next line
-  void step() {
-    if (i < block_lines) {
-      __builtin_prefetch(block + 64 * i, Write, Write ? 3 : 2);
-    } else if (out && i - block_lines < rows * row_lines) {
-      const int64_t l = i - block_lines;
-      __builtin_prefetch(reinterpret_cast<const char*>(out->row(bh, l / row_lines)) + 64 * (l % row_lines), 1, 3);
-    }
-    ++i;
-  }
-};
+// The key loops' steps per pair (the sum of key_range(...).end over the query blocks): each step
+// fetches a share of the next pair's lines (fetch_ahead.h).
+int64_t key_steps(const Problem& p) {
+  int64_t steps = 0;
+  for (int64_t r0 = 0; r0 < p.N; r0 += kLanes) steps += key_range(p, causal_split(p), r0).end;
+  return steps;
+}
 
 // This thread's pairs: the static schedule's contiguous share, so that a pair knows whether the
 // next one is its own (the other thread's lines are not fetched from under it).
@@ -163,10 +146,11 @@ PairRange my_pairs(int64_t BH) {
 
 // o = softmax(s·QKᵀ)V and L for one (batch·head) pair; st (N·lanes_ld(N) floats: the saved
 // probabilities, or scratch) receives P, transposed: st[c][r] = P[r][c], zero where masked.
-// `ahead` fetches the next pair's lines (NextPair).
+// `ahead` fetches the next pair's P block and O rows for writing (measured in the training steps,
+// per layer, in-process A/B, 2 threads, Zen 4: char-GPT 181 -> 169 us, ViT 1.75-1.78 -> 1.68-1.71 ms).
 void tile_forward(const Problem& p, const Rows<const float>& Q, const Rows<const float>& K,
                   const Rows<const float>& V, const Rows<float>& O, int64_t bh, float* L, float* st,
-                  NextPair<true> ahead) {
+                  FetchAhead& ahead) {
   const int64_t N = p.N, h = causal_split(p), ld = lanes_ld(N);
   const float scale = static_cast<float>(p.scale);
   scores_t(N, h, K.pair(bh), K.ld, Q.pair(bh), Q.ld, p.d, st, ld);  // st[c][r] = k_c · q_r
@@ -191,8 +175,7 @@ void tile_forward(const Problem& p, const Rows<const float>& Q, const Rows<const
     for (int64_t c = 0; c < keys.end; ++c) {
       float* sc = st + c * ld + r0;
       const int64_t lo = c < first_masked ? 0 : c - r0;
-      // three lines a step: the causal loops make N²/32 steps, the next pair has N²/16 of P and O's
-      ahead.step(), ahead.step(), ahead.step();
+      ahead.step();
 #pragma omp simd
       for (int64_t j = 0; j < kLanes; ++j) {
         const float e = j >= lo && j < hi ? vexp(scale * sc[j] - m[j]) : 0.0f;
@@ -223,14 +206,16 @@ void row_dots(const Rows<const T>& O, const Rows<const T>& G, int64_t bh, int64_
 }
 
 // The gradients of one (batch·head) pair from the forward's P (pt, as tile_forward left it); dst
-// is scratch for N·lanes_ld(N) floats; `ahead` fetches the next pair's P. D = rowsum(dO∘O) is taken as rowsum(P∘dP), the same sum
+// is scratch for N·lanes_ld(N) floats; `ahead` fetches the next pair's P into L2 (char-GPT
+// layer 324-327 -> 316-323 us, ViT 2.50 -> 2.32-2.34 ms, measured as the forward's; fetching its
+// dQ, dK, dV rows for writing as well made it 13% slower: with P and the scratch, L1 is full). D = rowsum(dO∘O) is taken as rowsum(P∘dP), the same sum
 // (O = PV, so dO·o_r = Σ_c P[r][c] dO_r·v_c), down the key rows like the rest: no horizontal sums
 // and no read of O (backward, 1 thread, warm: char-GPT layer 424 -> 410 us, ViT layer 4.6-4.9 ->
 // 4.1-4.5 ms).
 void tile_backward(const Problem& p, const Rows<const float>& Q, const Rows<const float>& K,
                    const Rows<const float>& V, const Rows<const float>& G, const Rows<float>& DQ,
                    const Rows<float>& DK, const Rows<float>& DV, int64_t bh, const float* pt, float* dst,
-                   NextPair<false> ahead) {
+                   FetchAhead& ahead) {
   const int64_t N = p.N, h = causal_split(p), ld = lanes_ld(N);
   const float scale = static_cast<float>(p.scale);
   const float *q = Q.pair(bh), *k = K.pair(bh), *dout = G.pair(bh);
@@ -242,7 +227,7 @@ void tile_backward(const Problem& p, const Rows<const float>& Q, const Rows<cons
     float Dr[kLanes] = {};
     for (int64_t c = 0; c < keys.end; ++c) {
       const float *pc = pt + c * ld + r0, *dc = dst + c * ld + r0;
-      ahead.step();  // with the loop below, two lines a step for the next pair's N²/16 lines of P
+      ahead.step();
       for (int64_t j = 0; j < kLanes; ++j) Dr[j] += pc[j] * dc[j];
     }
     for (int64_t c = 0; c < keys.end; ++c) {
@@ -270,16 +255,17 @@ void flash_forward(const Problem& p, const Rows<const T>& Q, const Rows<const T>
   if constexpr (std::is_same_v<T, float>)
     if (transposed_tile(p.N)) {
       const int64_t size = probs_size(p.N);
-      const int64_t row_lines = (p.dv * 4 + 63) / 64;
+      const int64_t steps = key_steps(p);
 #pragma omp parallel if (p.parallel())
       {
         std::vector<float> scratch(probs ? 0 : size);  // reused by every pair: no need to fetch it
         const PairRange mine = my_pairs(p.BH);
         for (int64_t bh = mine.begin; bh < mine.end; ++bh) {
-          NextPair<true> ahead;
-          if (bh + 1 < mine.end)
-            ahead = {probs ? reinterpret_cast<const char*>(probs + (bh + 1) * size) : nullptr,
-                     probs ? size * 4 / 64 : 0, &O, bh + 1, row_lines, p.N};
+          FetchAhead ahead(steps);
+          if (bh + 1 < mine.end) {
+            if (probs) ahead.add(probs + (bh + 1) * size, size * 4, FetchAhead::Write);
+            ahead.add(O.pair(bh + 1), p.N, p.dv * 4, O.ld * 4, FetchAhead::Write);
+          }
           tile_forward(p, Q, K, V, O, bh, lse + bh * p.N, probs ? probs + bh * size : scratch.data(), ahead);
         }
       }
@@ -345,13 +331,14 @@ void flash_backward(const Problem& p, const Rows<const T>& Q, const Rows<const T
   if constexpr (std::is_same_v<T, float>)
     if (transposed_tile(p.N)) {
       const int64_t size = probs_size(p.N);
+      const int64_t steps = 2 * key_steps(p);  // the D loop's and the dS loop's
 #pragma omp parallel if (p.parallel())
       {
         std::vector<float> dst(size);
         const PairRange mine = my_pairs(p.BH);
         for (int64_t bh = mine.begin; bh < mine.end; ++bh) {
-          NextPair<false> ahead;
-          if (bh + 1 < mine.end) ahead = {reinterpret_cast<const char*>(probs + (bh + 1) * size), size * 4 / 64};
+          FetchAhead ahead(steps);
+          if (bh + 1 < mine.end) ahead.add(probs + (bh + 1) * size, size * 4, FetchAhead::Read);
           tile_backward(p, Q, K, V, G, DQ, DK, DV, bh, probs + bh * size, dst.data(), ahead);
         }
       }
