@@ -42,7 +42,7 @@ class FetchAhead {
   }
 
  private:
-  static constexpr int kMaxRuns = 6;
+  static constexpr int kMaxRuns = 8;
   struct Run {
     const char* p;
     int64_t rows, lines, ld;
