@@ -146,8 +146,10 @@ PairRange my_pairs(int64_t BH) {
 
 // o = softmax(s·QKᵀ)V and L for one (batch·head) pair; st (N·lanes_ld(N) floats: the saved
 // probabilities, or scratch) receives P, transposed: st[c][r] = P[r][c], zero where masked.
-// `ahead` fetches the next pair's P block and O rows for writing (measured in the training steps,
-// per layer, in-process A/B, 2 threads, Zen 4: char-GPT 181 -> 169 us, ViT 1.75-1.78 -> 1.68-1.71 ms).
+// `ahead` fetches the next pair's P block and O rows for writing and its q, k, v rows for reading.
+// Measured in the training steps, per layer, in-process A/B, 2 threads, Zen 4: P and O, char-GPT
+// 181 -> 169 us, ViT 1.75-1.78 -> 1.68-1.71 ms; q, k, v as well, ViT 1.72 -> 1.51 ms (its [8192,
+// 192] projection is 3 MB a thread, past L2), char-GPT within noise (0.6 MB a thread, still in L2).
 void tile_forward(const Problem& p, const Rows<const float>& Q, const Rows<const float>& K,
                   const Rows<const float>& V, const Rows<float>& O, int64_t bh, float* L, float* st,
                   FetchAhead& ahead) {
@@ -206,9 +208,11 @@ void row_dots(const Rows<const T>& O, const Rows<const T>& G, int64_t bh, int64_
 }
 
 // The gradients of one (batch·head) pair from the forward's P (pt, as tile_forward left it); dst
-// is scratch for N·lanes_ld(N) floats; `ahead` fetches the next pair's P into L2 (char-GPT
-// layer 324-327 -> 316-323 us, ViT 2.50 -> 2.32-2.34 ms, measured as the forward's; fetching its
-// dQ, dK, dV rows for writing as well made it 13% slower: with P and the scratch, L1 is full). D = rowsum(dO∘O) is taken as rowsum(P∘dP), the same sum
+// is scratch for N·lanes_ld(N) floats; `ahead` fetches the next pair's P and q, k, v rows into L2,
+// all saved by the forward long before. Measured as the forward's: P alone, char-GPT 324-327 ->
+// 316-323 us, ViT 2.50 -> 2.32-2.34 ms; then q, k, v, char-GPT 311 -> 268 us, ViT 2.51 -> 2.09 ms.
+// Fetching dQ, dK, dV for writing made it 13% slower (with P and the scratch, L1 is full), into L2
+// or fetching dO gained nothing. D = rowsum(dO∘O) is taken as rowsum(P∘dP), the same sum
 // (O = PV, so dO·o_r = Σ_c P[r][c] dO_r·v_c), down the key rows like the rest: no horizontal sums
 // and no read of O (backward, 1 thread, warm: char-GPT layer 424 -> 410 us, ViT layer 4.6-4.9 ->
 // 4.1-4.5 ms).
@@ -265,6 +269,7 @@ void flash_forward(const Problem& p, const Rows<const T>& Q, const Rows<const T>
           if (bh + 1 < mine.end) {
             if (probs) ahead.add(probs + (bh + 1) * size, size * 4, FetchAhead::Write);
             ahead.add(O.pair(bh + 1), p.N, p.dv * 4, O.ld * 4, FetchAhead::Write);
+            for (const Rows<const float>* x : {&Q, &K, &V}) ahead.add(x->pair(bh + 1), p.N, x->e * 4, x->ld * 4, FetchAhead::Read);
           }
           tile_forward(p, Q, K, V, O, bh, lse + bh * p.N, probs ? probs + bh * size : scratch.data(), ahead);
         }
@@ -338,7 +343,10 @@ void flash_backward(const Problem& p, const Rows<const T>& Q, const Rows<const T
         const PairRange mine = my_pairs(p.BH);
         for (int64_t bh = mine.begin; bh < mine.end; ++bh) {
           FetchAhead ahead(steps);
-          if (bh + 1 < mine.end) ahead.add(probs + (bh + 1) * size, size * 4, FetchAhead::Read);
+          if (bh + 1 < mine.end) {
+            ahead.add(probs + (bh + 1) * size, size * 4, FetchAhead::Read);
+            for (const Rows<const float>* x : {&Q, &K, &V}) ahead.add(x->pair(bh + 1), p.N, x->e * 4, x->ld * 4, FetchAhead::Read);
+          }
           tile_backward(p, Q, K, V, G, DQ, DK, DV, bh, probs + bh * size, dst.data(), ahead);
         }
       }
