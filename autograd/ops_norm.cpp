@@ -1,6 +1,9 @@
 // layer_norm and rms_norm: checks, one fused forward kernel, and the backward beneath it.
 #include "linea/autograd/ops_norm.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "linea/autograd/function.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
@@ -37,38 +40,68 @@ Tensor grad_target(const Tensor& g, const Tensor& x) {
   return autograd::exclusive(g) && g.shape() == x.shape() && g.dtype() == x.dtype() ? g : empty_like(x);
 }
 
+// The norms' rows are independent, so the kernels may take them in any order: in the order they
+// lie in memory when x's elements fill one contiguous block with the last dim innermost (the
+// [B, H, N, e] heads of a [B, N, H·e] tensor, as the causal MHLA's out_norm gets them). The kernels
+// then run on that block as it lies and the output keeps x's layout, which spares copying x into
+// a contiguous tensor and, where the heads are merged after, copying the output back.
+struct RowOrder {
+  std::vector<int64_t> perm, inverse;  // both empty: x is taken as it is (contiguous, or copied)
+  Tensor rows(const Tensor& t) const { return perm.empty() ? t : t.permute(perm); }
+  Tensor back(const Tensor& t) const { return inverse.empty() ? t : t.permute(inverse); }
+};
+
+RowOrder row_order(const Tensor& x) {
+  const int64_t n = x.dim();
+  if (n < 2 || x.is_contiguous() || x.strides().back() != 1) return {};
+  std::vector<int64_t> perm(n);
+  for (int64_t i = 0; i < n; ++i) perm[i] = i;
+  std::stable_sort(perm.begin(), perm.end() - 1,
+                   [&](int64_t a, int64_t b) { return x.strides()[a] > x.strides()[b]; });
+  if (!x.permute(perm).is_contiguous()) return {};
+  std::vector<int64_t> inverse(n);
+  for (int64_t i = 0; i < n; ++i) inverse[perm[i]] = i;
+  return {perm, inverse};
+}
+
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   check_norm_inputs("layer_norm", x, weight, bias, eps);
-  Tensor xc = kernel_input(x), w = kernel_input(weight), b = kernel_input(bias);
+  const RowOrder order = row_order(x);
+  Tensor xc = kernel_input(order.rows(x)), w = kernel_input(weight), b = kernel_input(bias);
   const int64_t n = x.shape().back(), rows = n == 0 ? 0 : x.numel() / n;
-  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  Tensor out = empty(xc.shape(), x.dtype(), x.device());
   Tensor mean = empty({rows}, x.dtype(), x.device()), rstd = empty({rows}, x.dtype(), x.device());
   Backend& be = backend(x.device());
   be.layernorm_forward(xc, w, b, eps, out, mean, rstd);
-  return autograd::record("layer_norm", out, {x, weight, bias},
-                          [xc, w, b, mean, rstd, gw = wants_grad(weight), gb = wants_grad(bias), &be](const Tensor& g) {
-                            Tensor dx = grad_target(g, xc), dw = gw ? empty_like(w) : Tensor();
-                            Tensor db = gb ? empty_like(b) : Tensor();
-                            be.layernorm_backward(g.contiguous(), xc, w, mean, rstd, dx, dw, db);
-                            return std::vector<Tensor>{dx, dw, db};
-                          });
+  return autograd::record(
+      "layer_norm", order.back(out), {x, weight, bias},
+      [xc, w, b, mean, rstd, order, gw = wants_grad(weight), gb = wants_grad(bias), &be](const Tensor& g) {
+        const Tensor gr = order.rows(g);
+        Tensor dx = grad_target(gr, xc), dw = gw ? empty_like(w) : Tensor();
+        Tensor db = gb ? empty_like(b) : Tensor();
+        be.layernorm_backward(gr.contiguous(), xc, w, mean, rstd, dx, dw, db);
+        return std::vector<Tensor>{order.back(dx), dw, db};
+      });
 }
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   check_norm_inputs("rms_norm", x, weight, Tensor(), eps);
-  Tensor xc = kernel_input(x), w = kernel_input(weight);
+  const RowOrder order = row_order(x);
+  Tensor xc = kernel_input(order.rows(x)), w = kernel_input(weight);
   const int64_t n = x.shape().back(), rows = n == 0 ? 0 : x.numel() / n;
-  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  Tensor out = empty(xc.shape(), x.dtype(), x.device());
   Tensor rstd = empty({rows}, x.dtype(), x.device());
   Backend& be = backend(x.device());
   be.rmsnorm_forward(xc, w, eps, out, rstd);
-  return autograd::record("rms_norm", out, {x, weight}, [xc, w, rstd, gw = wants_grad(weight), &be](const Tensor& g) {
-    Tensor dx = grad_target(g, xc), dw = gw ? empty_like(w) : Tensor();
-    be.rmsnorm_backward(g.contiguous(), xc, w, rstd, dx, dw);
-    return std::vector<Tensor>{dx, dw};
-  });
+  return autograd::record("rms_norm", order.back(out), {x, weight},
+                          [xc, w, rstd, order, gw = wants_grad(weight), &be](const Tensor& g) {
+                            const Tensor gr = order.rows(g);
+                            Tensor dx = grad_target(gr, xc), dw = gw ? empty_like(w) : Tensor();
+                            be.rmsnorm_backward(gr.contiguous(), xc, w, rstd, dx, dw);
+                            return std::vector<Tensor>{order.back(dx), dw};
+                          });
 }
 
 }  // namespace linea

@@ -71,6 +71,10 @@ std::vector<OpCase> nn_cases() {
       {"layer_norm long rows", {{3, 1000}, {1000}, {1000}}, [](V x) { return layer_norm(x[0], x[1], x[2]); }, R},
       {"rms_norm weight", {{3, 4, 8}, {8}}, [](V x) { return rms_norm(x[0], x[1]); }, R},
       {"rms_norm weight, transposed x", {transposed({4, 6}), {6}}, [](V x) { return rms_norm(x[0], x[1]); }, R},
+      // the [B, H, N, e] heads of a [B, N, H·e] tensor: normalised where they lie, the output in x's layout
+      {"rms_norm weight, heads view", {{2, 4, 3, 8}, {8}}, [](V x) { return rms_norm(x[0].transpose(1, 2), x[1]); }, R},
+      {"layer_norm affine, heads view", {{2, 4, 3, 8}, {8}, {8}},
+       [](V x) { return layer_norm(x[0].transpose(1, 2), x[1], x[2]); }, R},
       {"rms_norm plain, long rows", {{2, 1500}}, [](V x) { return rms_norm(x[0]); }, R},
       // ---- losses
       {"cross_entropy", {{6, 5}}, [](V x) { return nn::cross_entropy(x[0], index(x[0], {0, 4, 2, 2, 1, 3}, {6})); }, R},

@@ -78,6 +78,35 @@ TEST_CASE("many rows: the threaded kernels (per-thread dweight partials) match t
                           [](const auto& in) { return rms_norm_ref(in[0], in[1], 1e-6); }, {x, w}, 1e-10);
 }
 
+// x as the [B, H, N, e] heads of a [B, N, H·e] tensor (the causal MHLA's out_norm): the kernels run on
+// the rows where they lie, so the output keeps x's layout (merging the heads after is a view) and
+// holds the bits of the same rows normalised from a contiguous copy; the gradients match too.
+TEST_CASE("layer_norm / rms_norm of a heads view: x's layout kept, the contiguous copy's values") {
+  Tensor base = randn64({3, 5, 4, 8}, 21), w = randn64({8}, 22), b = randn64({8}, 23);
+  for (bool rms : {false, true}) {
+    INFO((rms ? "rms_norm" : "layer_norm"));
+    auto norm = [&](const Tensor& x) { return rms ? rms_norm(x, w) : layer_norm(x, w, b); };
+    Tensor x = base.transpose(1, 2);  // [3, 4, 5, 8], rows 32 floats apart in N
+    Tensor y = norm(x);
+    CHECK(y.strides() == x.strides());
+    CHECK(y.transpose(1, 2).is_contiguous());
+    Tensor xc = base.detach().transpose(1, 2).contiguous().requires_grad_();
+    Tensor yc = norm(xc);
+    CHECK(y.to_vector() == yc.to_vector());
+    Tensor u = randn64({3, 4, 5, 8}, 24, false);
+    sum(y * u).backward();
+    Tensor gx = base.grad().clone(), gw = w.grad().clone();
+    base.zero_grad();
+    w.zero_grad();
+    if (!rms) b.zero_grad();
+    sum(yc * u).backward();
+    CHECK(gx.transpose(1, 2).to_vector() == xc.grad().to_vector());
+    CHECK(allclose(gw, w.grad(), 1e-12, 1e-12));
+    w.zero_grad();
+    if (!rms) b.zero_grad();
+  }
+}
+
 TEST_CASE("float32: close to the float64 result, and bitwise reproducible") {
   Tensor x64 = randn64({256, 128}, 13, false) * 3.0 + 1.0, w64 = randn64({128}, 14, false);
   Tensor x = x64.to(float32).requires_grad_(), w = w64.to(float32).requires_grad_();
