@@ -134,16 +134,6 @@ int64_t key_steps(const Problem& p) {
   return steps;
 }
 
-// This thread's pairs: the static schedule's contiguous share, so that a pair knows whether the
-// next one is its own (the other thread's lines are not fetched from under it).
-struct PairRange {
-  int64_t begin, end;
-};
-PairRange my_pairs(int64_t BH) {
-  const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-  return {BH * t / nt, BH * (t + 1) / nt};
-}
-
 // o = softmax(s·QKᵀ)V and L for one (batch·head) pair; st (N·lanes_ld(N) floats: the saved
 // probabilities, or scratch) receives P, transposed: st[c][r] = P[r][c], zero where masked.
 // `ahead` fetches the next pair's P block and O rows for writing and its q, k, v rows for reading.
@@ -263,13 +253,13 @@ void flash_forward(const Problem& p, const Rows<const T>& Q, const Rows<const T>
 #pragma omp parallel if (p.parallel())
       {
         std::vector<float> scratch(probs ? 0 : size);  // reused by every pair: no need to fetch it
-        const PairRange mine = my_pairs(p.BH);
+        const TaskRange mine = my_tasks(p.BH);
         for (int64_t bh = mine.begin; bh < mine.end; ++bh) {
           FetchAhead ahead(steps);
           if (bh + 1 < mine.end) {
             if (probs) ahead.add(probs + (bh + 1) * size, size * 4, FetchAhead::Write);
-            ahead.add(O.pair(bh + 1), p.N, p.dv * 4, O.ld * 4, FetchAhead::Write);
-            for (const Rows<const float>* x : {&Q, &K, &V}) ahead.add(x->pair(bh + 1), p.N, x->e * 4, x->ld * 4, FetchAhead::Read);
+            fetch_rows(ahead, O, bh + 1, 1, p.N, FetchAhead::Write);
+            for (const Rows<const float>* x : {&Q, &K, &V}) fetch_rows(ahead, *x, bh + 1, 1, p.N, FetchAhead::Read);
           }
           tile_forward(p, Q, K, V, O, bh, lse + bh * p.N, probs ? probs + bh * size : scratch.data(), ahead);
         }
@@ -340,12 +330,12 @@ void flash_backward(const Problem& p, const Rows<const T>& Q, const Rows<const T
 #pragma omp parallel if (p.parallel())
       {
         std::vector<float> dst(size);
-        const PairRange mine = my_pairs(p.BH);
+        const TaskRange mine = my_tasks(p.BH);
         for (int64_t bh = mine.begin; bh < mine.end; ++bh) {
           FetchAhead ahead(steps);
           if (bh + 1 < mine.end) {
             ahead.add(probs + (bh + 1) * size, size * 4, FetchAhead::Read);
-            for (const Rows<const float>* x : {&Q, &K, &V}) ahead.add(x->pair(bh + 1), p.N, x->e * 4, x->ld * 4, FetchAhead::Read);
+            for (const Rows<const float>* x : {&Q, &K, &V}) fetch_rows(ahead, *x, bh + 1, 1, p.N, FetchAhead::Read);
           }
           tile_backward(p, Q, K, V, G, DQ, DK, DV, bh, probs + bh * size, dst.data(), ahead);
         }

@@ -14,8 +14,6 @@
 // the module needs no head split or merge copies around the kernels.
 // The causal form (chunks, no normaliser) is the second half of the file, after the same pattern;
 // with MHLAArgs::normalised the drivers run it on [V | 1] and add causal linear attention's normaliser.
-#include <omp.h>
-
 #include <algorithm>
 #include <vector>
 
@@ -398,25 +396,11 @@ void divide_rows(const T* u, int64_t N, int64_t dv, T eps, T* o, T* r) {
 
 // ---- the drivers: pairs on OpenMP threads, each task's rows gathered and scattered as needed
 
-// This thread's tasks: the static schedule's contiguous share, so that a task knows whether the
-// next one is its own.
-struct TaskRange {
-  int64_t begin, end;
-};
-TaskRange my_tasks(int64_t tasks) {
-  const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-  return {tasks * t / nt, tasks * (t + 1) / nt};
-}
-
-// The rows of pairs bh .. bh+n-1 (one task), to be read by the next task: a non-causal task fetches
-// its successor's while it computes (fetch_ahead.h). Measured in the ViT's training steps, per
-// layer, in-process A/B, 2 threads, Zen 4: the forward fetching q, k and v 916 -> 818 us, the
-// backward fetching q, k, v, s, sh, out and the gradient 1808 -> 1554 us (in a noisy spell:
-// 10-20% in every run). Fetching what a task writes (out, s, sh, dq) gained nothing.
-template <class T>
-void fetch_rows(FetchAhead& ahead, const Rows<T>& x, int64_t bh, int64_t n, int64_t N) {
-  ahead.add(x.pair(bh), N, ((n - 1) * x.sh + x.e) * int64_t(sizeof(T)), x.ld * int64_t(sizeof(T)), FetchAhead::Read);
-}
+// A non-causal task fetches what its successor reads while it computes (fetch_ahead.h): the rows of
+// q, k, v (and in the backward out, the gradient, s and sh). Measured in the ViT's training steps,
+// per layer, in-process A/B, 2 threads, Zen 4: forward 916 -> 818 us, backward 1808 -> 1554 us (in
+// a noisy spell: 7-20% in every run). Fetching what a task writes (out, s, sh, dq) gained nothing,
+// and the causal tasks gained nothing from any of it (their backward up to 36% slower).
 
 
 template <FeatureMap fm, class T>
@@ -440,7 +424,7 @@ void forward(const Dims& g, const Backend::MHLAArgs& a, Rows<const T> Q, Rows<co
       const int64_t bh0 = task * hp;
       FetchAhead ahead(hp * 2 * g.M);  // forward_pair's steps
       if (!a.causal && task + 1 < mine.end)
-        for (const Rows<const T>* x : {&Q, &K, &V}) fetch_rows(ahead, *x, bh0 + hp, hp, g.N);
+        for (const Rows<const T>* x : {&Q, &K, &V}) fetch_rows(ahead, *x, bh0 + hp, hp, g.N, FetchAhead::Read);
       const T *q = gather(Q, bh0, hp, g.N, qb), *k = gather(K, bh0, hp, g.N, kb);
       const T* v = a.normalised ? nullptr : gather(V, bh0, hp, g.N, vb);  // else read into vp below
       T* out = target(O, bh0, ob);
@@ -539,7 +523,7 @@ void backward(const Dims& g, const Backend::MHLAArgs& a, Rows<const T> Q, Rows<c
       FetchAhead ahead(hp * 2 * g.M);  // backward_pair's steps
       if (!a.causal && task + 1 < mine.end) {
         const int64_t next = bh0 + hp;
-        for (const Rows<const T>* x : {&Q, &K, &V, &Out, &G}) fetch_rows(ahead, *x, next, hp, g.N);
+        for (const Rows<const T>* x : {&Q, &K, &V, &Out, &G}) fetch_rows(ahead, *x, next, hp, g.N, FetchAhead::Read);
         for (const T* saved : {s, sh}) ahead.add(saved + next * g.M * se, hp * g.M * se * int64_t(sizeof(T)), FetchAhead::Read);
       }
       const T *q = gather(Q, bh0, hp, g.N, qb), *k = gather(K, bh0, hp, g.N, kb);

@@ -9,7 +9,11 @@
 // fetched for writing (a first store to a line out of cache waits for it to be read in). A burst
 // of all of them at the start of a task did not pay: it stalls on the miss buffers.
 #pragma once
+#include <omp.h>
+
 #include <cstdint>
+
+#include "linea/tensor/cpu/head_rows.h"
 
 namespace linea::cpu {
 
@@ -52,5 +56,21 @@ class FetchAhead {
   int n_ = 0, cur_ = 0;
   int64_t row_ = 0, col_ = 0, total_ = 0, per_step_ = 0, steps_;
 };
+
+// Rows [0, N) of pairs bh .. bh+n-1 of x (n heads of one batch side by side), for `ahead`.
+template <class T>
+void fetch_rows(FetchAhead& ahead, const Rows<T>& x, int64_t bh, int64_t n, int64_t N, FetchAhead::Access a) {
+  ahead.add(x.pair(bh), N, ((n - 1) * x.sh + x.e) * int64_t(sizeof(T)), x.ld * int64_t(sizeof(T)), a);
+}
+
+// This thread's share of n tasks, contiguous as a static schedule's: a task then knows whether its
+// successor is its own, and another thread's lines are never fetched from under it.
+struct TaskRange {
+  int64_t begin, end;
+};
+inline TaskRange my_tasks(int64_t n) {
+  const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+  return {n * t / nt, n * (t + 1) / nt};
+}
 
 }  // namespace linea::cpu
