@@ -401,8 +401,6 @@ void divide_rows(const T* u, int64_t N, int64_t dv, T eps, T* o, T* r) {
 // per layer, in-process A/B, 2 threads, Zen 4: forward 916 -> 818 us, backward 1808 -> 1554 us (in
 // a noisy spell: 7-20% in every run). Fetching what a task writes (out, s, sh, dq) gained nothing,
 // and the causal tasks gained nothing from any of it (their backward up to 36% slower).
-
-
 template <FeatureMap fm, class T>
 void forward(const Dims& g, const Backend::MHLAArgs& a, Rows<const T> Q, Rows<const T> K, Rows<const T> V, const T* w,
              Rows<T> O, T* s, T* sh, T* r) {
