@@ -99,6 +99,7 @@ class CudaBackend final : public Backend {
   void adamw_step(const std::vector<AdamWParam>& params, double beta1, double beta2, double eps) override;
   void sgd_step(const std::vector<SgdParam>& params, double momentum, bool nesterov) override;
   void sum_squares(const std::vector<Tensor>& xs, const Tensor& out) override;
+  void scale_all(const std::vector<Tensor>& xs, double factor) override;
   void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) override;
   void cumsum(const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
               bool reverse) override;

@@ -119,6 +119,21 @@ void CudaBackend::sum_squares(const std::vector<Tensor>& xs, const Tensor& out) 
   for (size_t t = 0; t < xs.size(); ++t) device_sum(xs[t], true, out.select(0, int64_t(t)));
 }
 
+void CudaBackend::scale_all(const std::vector<Tensor>& xs, double factor) {
+  fused_checks::scale_all(xs, DeviceType::CUDA);
+  std::vector<std::pair<DType, FusedParam>> entries;
+  for (const Tensor& x : xs) {
+    FusedParam fp;
+    fp.param = x.data_ptr();
+    fp.n = x.numel();
+    fp.s0 = factor;
+    entries.emplace_back(x.dtype(), fp);
+  }
+  apply_fused("scale_kernel", std::move(entries), [&](DType d, const FusedParam* table, int n, int64_t nblocks) {
+    launch_scale_all(d, table, n, nblocks);
+  });
+}
+
 void CudaBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
   fused_checks::random_out(out);
   const TensorArg oa = arg(out, "random_uniform");

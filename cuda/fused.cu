@@ -1,5 +1,6 @@
 // The fused kernels for nn/ on the GPU (declared in launch_fused.h): cross-entropy forward and
-// backward, AdamW and SGD as multi-tensor apply, the sum of squares behind clip_grad_norm_,
+// backward, AdamW and SGD as multi-tensor apply, the sum of squares and the scaling behind
+// clip_grad_norm_,
 // counter-based uniform numbers, cumsum. Each follows its CPU kernel in tensor/cpu/
 // (cpu_loss.cpp, cpu_optim.cpp, cpu_random.cpp, cpu_scan.cpp) operation for operation; results
 // differ only by the order of sums and by fused multiply-adds, except random_uniform and cumsum,
@@ -166,6 +167,18 @@ __global__ void sgd_kernel(const FusedParam* params, int nparams, T momentum, bo
   }
 }
 
+// Backend::scale_all: x *= factor (fp.param, fp.s0), the factor cast to T as the CPU does.
+template <class T>
+__global__ void scale_kernel(const FusedParam* params, int nparams) {
+  const int64_t b = blockIdx.x;
+  const FusedParam& fp = param_of_block(params, nparams, b);
+  T* x = static_cast<T*>(fp.param);
+  const T factor = static_cast<T>(fp.s0);
+  const int64_t start = (b - fp.first_block) * kFusedChunk;
+  const int64_t end = start + kFusedChunk < fp.n ? start + kFusedChunk : fp.n;
+  for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) x[i] *= factor;
+}
+
 // Σ x² (or Σ x) over a grid-stride slice per block (the same slices for every n: the grid is fixed).
 template <class T, bool Square>
 __global__ void sum_partial_kernel(const T* x, int64_t n, double* partial) {
@@ -271,6 +284,13 @@ void launch_sgd_step(DType dt, const FusedParam* params, int nparams, int64_t nb
     sgd_kernel<float><<<grid, kThreads, 0, stream()>>>(params, nparams, static_cast<float>(momentum), nesterov);
   else
     sgd_kernel<double><<<grid, kThreads, 0, stream()>>>(params, nparams, momentum, nesterov);
+}
+
+void launch_scale_all(DType dt, const FusedParam* params, int nparams, int64_t nblocks) {
+  if (nparams == 0 || nblocks == 0) return;
+  const unsigned grid = static_cast<unsigned>(nblocks);
+  if (dt == DType::Float32) scale_kernel<float><<<grid, kThreads, 0, stream()>>>(params, nparams);
+  else scale_kernel<double><<<grid, kThreads, 0, stream()>>>(params, nparams);
 }
 
 void launch_sum(DType dt, const void* x, int64_t n, bool square, double* partial, double* out) {

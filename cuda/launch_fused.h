@@ -30,7 +30,8 @@ struct FusedParam {
   void* buf1 = nullptr;  // AdamW: exp_avg_sq; SGD: unused
   int64_t n = 0;            // elements (> 0)
   int64_t first_block = 0;  // this parameter's first block in the launch
-  double s0 = 0, s1 = 0, s2 = 0;  // AdamW: decay, step_size, sqrt_bc2; SGD: lr, weight_decay, unused
+  double s0 = 0, s1 = 0, s2 = 0;  // AdamW: decay, step_size, sqrt_bc2; SGD: lr, weight_decay, unused;
+                                  // scale_all: factor, unused, unused
   int32_t first = 0;              // SGD: the parameter's first step
 };
 
@@ -42,6 +43,8 @@ inline int64_t fused_blocks(int64_t n) { return (n + kFusedChunk - 1) / kFusedCh
 void launch_adamw_step(DType dt, const FusedParam* params, int nparams, int64_t nblocks, double beta1, double beta2,
                        double eps);
 void launch_sgd_step(DType dt, const FusedParam* params, int nparams, int64_t nblocks, double momentum, bool nesterov);
+// Backend::scale_all: each entry's param (n elements) times its s0.
+void launch_scale_all(DType dt, const FusedParam* params, int nparams, int64_t nblocks);
 
 // *out = Σ x_i² (square) or Σ x_i, in double, over n contiguous elements (dt F32 or F64). Two
 // kernels: kSumBlocks blocks write partial sums to `partial` (device memory for that many

@@ -269,13 +269,16 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   const double norm = std::sqrt(sq);
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1) {
-    // g *= coef through g's storage: in one pass where g is contiguous (autograd's gradients are),
-    // else through a temporary.
-    Tensor c;
-    for (const Tensor& g : grads) {
-      if (!c.defined() || c.dtype() != g.dtype() || c.device() != g.device()) c = scalar(coef, {g.dtype(), g.device()});
-      if (g.is_contiguous()) backend(g.device()).binary(BinaryOp::Mul, g, c.expand(g.shape()), g);
-      else backend(g.device()).copy(g * c, g);
+    // g *= coef through g's storage: the contiguous ones (autograd's gradients are) in one backend
+    // call per device, any other through a temporary.
+    for (const OnDevice& on : devices) {
+      std::vector<Tensor> contiguous;
+      for (size_t place : on.places) {
+        const Tensor& g = grads[place];
+        if (g.is_contiguous()) contiguous.push_back(g);
+        else backend(g.device()).copy(g * scalar(coef, {g.dtype(), g.device()}), g);
+      }
+      backend(on.device).scale_all(contiguous, coef);
     }
   }
   return norm;

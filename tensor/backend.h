@@ -144,6 +144,11 @@ class Backend {
   // gradient in one call, without float64 copies of them). The order of each sum is fixed per
   // device, so a run is reproducible.
   virtual void sum_squares(const std::vector<Tensor>& xs, const Tensor& out) = 0;
+  // xs[t] *= factor in place for each of the contiguous floating tensors xs (all on one device),
+  // with factor cast to each tensor's dtype first: the bits of a binary Mul by a scalar of that
+  // dtype. clip_grad_norm_'s scaling of every gradient in one call (a call per gradient woke the
+  // CPU's threads once per gradient).
+  virtual void scale_all(const std::vector<Tensor>& xs, double factor) = 0;
 
   // Counter-based uniform numbers in [0, 1): out[i] = u(seed, offset + i), out contiguous float32
   // (24 random bits) or float64 (53). u is splitmix64 as a hash of (seed, counter)

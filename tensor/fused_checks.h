@@ -89,6 +89,16 @@ inline void sum_squares(const std::vector<Tensor>& xs, const Tensor& out) {
                 xs[t].is_contiguous() ? "" : " (not contiguous)");
 }
 
+inline void scale_all(const std::vector<Tensor>& xs, DeviceType device) {
+  for (size_t t = 0; t < xs.size(); ++t)
+    LINEA_CHECK(xs[t].is_contiguous() && is_floating(xs[t].dtype()) && xs[t].device().type == device &&
+                    xs[t].device() == xs[0].device(),
+                "[scale_all] tensor {} must be contiguous and floating on tensor 0's device ({}, this backend's), "
+                "got {} {} on {}{}",
+                t, xs[0].device(), xs[t].dtype(), shape_str(xs[t].shape()), xs[t].device(),
+                xs[t].is_contiguous() ? "" : " (not contiguous)");
+}
+
 inline void random_out(const Tensor& out) {
   LINEA_CHECK(out.is_contiguous() && is_floating(out.dtype()),
               "[random_uniform] out must be a contiguous float32/float64 tensor, got {} {}", out.dtype(),

@@ -192,6 +192,11 @@ class ProfilingBackend final : public Backend {
     for (const Tensor& x : xs) bytes += touched(x);
     timed("sum_squares", 0, bytes, [&] { in_.sum_squares(xs, out); });
   }
+  void scale_all(const std::vector<Tensor>& xs, double factor) override {
+    double bytes = 0;  // reads and writes each
+    for (const Tensor& x : xs) bytes += 2 * touched(x);
+    timed("scale_all", 0, bytes, [&] { in_.scale_all(xs, factor); });
+  }
   void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) override {
     timed("random_uniform", 0, touched(out), [&] { in_.random_uniform(out, seed, offset); });
   }

@@ -1,6 +1,7 @@
 // The fused kernels for nn/ on the CPU backend (backend.h, "fused kernels for nn/"): the counter
 // RNG against a plain splitmix64, Dropout's (seed, offset) stream, cumsum against a plain loop,
-// and the multi-tensor optimizer steps against per-parameter steps and the pre-fusion loop.
+// the multi-tensor optimizer steps against per-parameter steps and the pre-fusion loop, and
+// clip_grad_norm_'s sum_squares and scale_all.
 // tests/test_gpu_fused.cpp compares the CUDA versions with these.
 #include <cmath>
 #include <type_traits>
@@ -271,6 +272,37 @@ TEST_CASE("sum_squares: Σ x² in double per tensor, 0 for an empty one, the sam
                        doctest::Contains("[sum_squares] tensor 1 must be contiguous"), Error);
   CHECK_THROWS_WITH_AS(cpu_backend().sum_squares({zeros({3}, DType::Int64)}, empty({1}, DType::Float64)),
                        doctest::Contains("[sum_squares] tensor 0 must be contiguous and floating"), Error);
+}
+
+TEST_CASE("scale_all: x times the factor cast to x's dtype, the bits of a scalar Mul, alone or with others") {
+  const double factor = 0.3;  // not a float32: the cast to each dtype shows
+  auto expected = [&](const Tensor& x) {
+    Tensor out = empty(x.shape(), x.dtype());
+    cpu_backend().binary(BinaryOp::Mul, x, scalar(factor, x.dtype()).expand(x.shape()), out);
+    return out.to_vector();
+  };
+  // Both dtypes, sizes on both sides of the parallel threshold, one empty: the threads' shares
+  // then start and end inside tensors.
+  std::vector<Tensor> xs, alone;
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (int64_t n : {100001, 0, 7, 70000}) xs.push_back(randn64({n}, 40 + n, false).to(dtype));
+  std::vector<std::vector<double>> want;
+  for (const Tensor& x : xs) {
+    want.push_back(expected(x));
+    alone.push_back(x.clone());
+  }
+  cpu_backend().scale_all(xs, factor);
+  for (size_t t = 0; t < xs.size(); ++t) {
+    CAPTURE(t);
+    CHECK(xs[t].to_vector() == want[t]);
+    cpu_backend().scale_all({alone[t]}, factor);
+    CHECK(alone[t].to_vector() == want[t]);
+  }
+  cpu_backend().scale_all({}, factor);  // nothing to scale
+  CHECK_THROWS_WITH_AS(cpu_backend().scale_all({zeros({3}), zeros({2, 3}).t()}, factor),
+                       doctest::Contains("[scale_all] tensor 1 must be contiguous and floating"), Error);
+  CHECK_THROWS_WITH_AS(cpu_backend().scale_all({zeros({3}, DType::Int64)}, factor),
+                       doctest::Contains("[scale_all] tensor 0 must be contiguous and floating"), Error);
 }
 
 TEST_CASE("optimizer kernels reject mismatched state") {

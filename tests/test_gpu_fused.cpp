@@ -1,8 +1,8 @@
 // The fused kernels for nn/ on the GPU against the CPU backend: cross-entropy (values and
-// gradients, every option), AdamW / SGD multi-tensor steps, sum_squares and clip_grad_norm_, the
-// counter RNG and Dropout masks (bit-identical across devices for the same seed), cumsum
-// (bit-identical) and the causal linear attention that uses it. Skips (exit 77) without a
-// device: see gpu_main.cpp.
+// gradients, every option), AdamW / SGD multi-tensor steps, sum_squares, scale_all and
+// clip_grad_norm_, the counter RNG and Dropout masks (bit-identical across devices for the same
+// seed), cumsum (bit-identical) and the causal linear attention that uses it. Skips (exit 77)
+// without a device: see gpu_main.cpp.
 //
 // Tolerances: float64 1e-12 relative; float32 1e-5 (the GPU sums a row's exponentials in another
 // order and uses expf where the CPU uses a Cephes polynomial; FMAs change the last bit of updates).
@@ -140,6 +140,21 @@ TEST_CASE("clip_grad_norm_ on the GPU matches the CPU") {
   const double nc = nn::clip_grad_norm_(cpu, 1.5), ng = nn::clip_grad_norm_(gpu, 1.5);
   CHECK(ng == doctest::Approx(nc).epsilon(1e-12));
   for (size_t i = 0; i < 2; ++i) CHECK(allclose(gpu[i].grad().to(Device::cpu()), cpu[i].grad(), 1e-7, 1e-6));
+}
+
+TEST_CASE("scale_all on the GPU is bit-identical to the CPU, the empty tensor skipped") {
+  std::vector<Tensor> cpu, gpu;
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (int64_t n : {40000, 0, 5}) {
+      cpu.push_back(randn64({n}, 70 + n, false).to(dtype));
+      gpu.push_back(cpu.back().to(kGpu));
+    }
+  backend(Device::cpu()).scale_all(cpu, 0.3);
+  backend(kGpu).scale_all(gpu, 0.3);
+  for (size_t t = 0; t < cpu.size(); ++t) CHECK(gpu[t].to(Device::cpu()).to_vector() == cpu[t].to_vector());
+  CHECK_THROWS_WITH_AS(backend(kGpu).scale_all({zeros({3}, {DType::Float32, kGpu}), zeros({3})}, 0.3),
+                       doctest::Contains("[scale_all] tensor 1 must be contiguous and floating on tensor 0's device"),
+                       Error);
 }
 
 TEST_CASE("random_uniform and Dropout masks are bit-identical on the GPU and the CPU") {

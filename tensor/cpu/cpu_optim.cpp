@@ -1,5 +1,5 @@
 // Optimizer steps (nn/optim.cpp): one fused loop per parameter, reading each element once; and
-// the sum of squares behind clip_grad_norm_.
+// the sum of squares and the scaling behind clip_grad_norm_.
 //
 // The loops are `parallel for`, not `parallel for simd`: GCC 12 left the combined simd construct
 // with an if clause scalar, and AdamW ran at 3.7 ns per element (1 thread) instead of 0.54.
@@ -8,6 +8,9 @@
 // smaller ones run side by side on different threads, and the result does not depend on the
 // thread count. The scalars are cast to the parameter's
 // dtype first and the arithmetic stays in that dtype, as in PyTorch's float32 optimizers.
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 
 #include "linea/tensor/cpu/cpu_backend.h"
@@ -97,6 +100,31 @@ void CpuBackend::sum_squares(const std::vector<Tensor>& xs, const Tensor& out) {
       const T* d = xs[t].data<T>();
       o[t] = lane_sum<double, 16>(xs[t].numel(), [&](int64_t i) { return static_cast<double>(d[i]) * d[i]; });
     });
+}
+
+// Elementwise, so the elements of all the tensors are one range, split evenly over the threads in
+// one parallel region. A binary Mul per gradient woke the threads once per gradient: on the
+// char-GPT (52 gradients, 810k elements) clip_grad_norm_'s scaling took 0.95 ms of a 22.5 ms step.
+void CpuBackend::scale_all(const std::vector<Tensor>& xs, double factor) {
+  fused_checks::scale_all(xs, DeviceType::CPU);
+  int64_t total = 0;
+  for (const Tensor& x : xs) total += x.numel();
+#pragma omp parallel if (total > kParallelMin)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t lo = total * t / nt, hi = total * (t + 1) / nt;  // this thread's share
+    int64_t base = 0;                                              // x's first element in the range
+    for (const Tensor& x : xs) {
+      const int64_t a = std::max(lo, base) - base, b = std::min(hi, base + x.numel()) - base;
+      if (a < b)
+        dispatch_floating(x.dtype(), "scale_all", [&]<class T>() {
+          T* d = x.data<T>();
+          const T f = static_cast<T>(factor);
+          for (int64_t i = a; i < b; ++i) d[i] *= f;
+        });
+      base += x.numel();
+    }
+  }
 }
 
 }  // namespace linea::cpu
