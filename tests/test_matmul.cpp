@@ -315,3 +315,80 @@ TEST_CASE("linear_add: errors name the op and the residual's shape, dtype and de
   CHECK_THROWS_WITH_AS(linear_add(x, w, randn64({5}, 8, false), randn32({3, 5}, 9)),
                        doctest::Contains("[linear_add] x, weight, bias must share"), linea::Error);
 }
+
+// ---- gemm_mul and gelu_linear_add: an activation's derivative multiplied in by the product ----
+
+TEST_CASE("gemm_mul: the bits of gemm, then a binary Mul, on every CPU path") {
+  // The direct kernel with tails, with B unpacked (M < 64), over several blocks of K, on a
+  // transposed a, rows split across threads with a broadcast b (the MLP's shape), the batch loop,
+  // BLAS (float64; float32 with N > 512), and an empty K.
+  Generator gen(41);
+  struct Case {
+    Shape a, b;
+    bool ta, broadcast_b;
+  };
+  Backend& be = backend(Device::cpu());
+  for (const Case& c : {Case{{1, 70, 37}, {1, 37, 90}, false, false}, Case{{1, 20, 50}, {1, 50, 33}, false, false},
+                        Case{{1, 100, 300}, {1, 300, 64}, false, false}, Case{{1, 80, 30}, {1, 30, 70}, true, false},
+                        Case{{2, 384, 128}, {1, 128, 512}, false, true}, Case{{3, 7, 5}, {3, 5, 6}, false, false},
+                        Case{{1, 20, 40}, {1, 40, 600}, false, false}, Case{{2, 4, 0}, {2, 0, 3}, false, false}})
+    for (DType dtype : {float64, float32}) {
+      CAPTURE(shape_str(c.a));
+      CAPTURE(shape_str(c.b));
+      CAPTURE(dtype);
+      Tensor a = c.ta ? randn({c.a[0], c.a[2], c.a[1]}, gen, float64).to(dtype).transpose(1, 2)
+                      : randn(c.a, gen, float64).to(dtype);
+      Tensor b = randn(c.b, gen, float64).to(dtype);
+      const int64_t batch = c.a[0], M = c.a[1], N = c.b[2];
+      if (c.broadcast_b) b = b.expand({batch, c.b[1], N});
+      const Tensor m = randn({batch, M, N}, gen, float64).to(dtype), m0 = m.clone();
+      Tensor want = empty({batch, M, N}, dtype), out = full({batch, M, N}, -5.0, Options(dtype));
+      be.gemm(a, b, want, Tensor(), Tensor());
+      be.binary(BinaryOp::Mul, want, m, want);
+      be.gemm_mul(a, b, m, out);
+      CHECK(out.to_vector() == want.to_vector());
+      CHECK(allclose(m, m0, 0, 0));  // read, never written
+    }
+  const Tensor a = randn32({1, 3, 4}, 5), b = randn32({1, 4, 5}, 6), out = empty({1, 3, 5});
+  CHECK_THROWS_WITH_AS(be.gemm_mul(a, b, randn32({1, 3, 4}, 7), out),
+                       doctest::Contains("[gemm_mul] m must be a contiguous float32 (1, 3, 5) on cpu like out"),
+                       linea::Error);
+  CHECK_THROWS_WITH_AS(be.gemm_mul(a, b, out, out), doctest::Contains("sharing out's storage"), linea::Error);
+}
+
+TEST_CASE("gelu_linear_add: the values and gradients of linear_add(gelu(h)), bit for bit") {
+  // float32 on the kernels the models run (the product that multiplies as it stores), float64 on
+  // BLAS; both GELU forms; with and without a bias; a weight that needs no gradient.
+  Generator gen(42);
+  for (DType dtype : {float32, float64})
+    for (GeluApprox approx : {GeluApprox::Erf, GeluApprox::Tanh})
+      for (bool with_bias : {true, false}) {
+        CAPTURE(dtype);
+        CAPTURE(with_bias);
+        const Tensor h0 = randn({2, 96, 80}, gen, float64).to(dtype), w0 = randn({48, 80}, gen, float64).to(dtype);
+        const Tensor b0 = randn({48}, gen, float64).to(dtype), r0 = randn({2, 96, 48}, gen, float64).to(dtype);
+        const Tensor g = randn({2, 96, 48}, gen, float64).to(dtype);
+        std::vector<std::vector<double>> got[2];
+        for (int fused = 0; fused < 2; ++fused) {
+          Tensor h = h0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+          Tensor r = r0.clone().requires_grad_();
+          const Tensor bias = with_bias ? b : Tensor();
+          Tensor y = fused ? gelu_linear_add(h, approx, w, bias, r) : linear_add(gelu(h, approx), w, bias, r);
+          sum(y * g).backward();
+          got[fused] = {y.detach().to_vector(), h.grad().to_vector(),
+                        w.grad().to_vector(), r.grad().to_vector()};
+          if (with_bias) got[fused].push_back(b.grad().to_vector());
+        }
+        CHECK(got[1] == got[0]);
+      }
+  // h needing no gradient: the weight's alone, from gelu(h).
+  const Tensor h = randn32({4, 6}, 1), r = randn32({4, 3}, 2);
+  Tensor w = randn32({3, 6}, 3).requires_grad_(), w2 = w.detach().clone().requires_grad_();
+  sum(gelu_linear_add(h, GeluApprox::Erf, w, Tensor(), r)).backward();
+  sum(linear_add(gelu(h), w2, Tensor(), r)).backward();
+  CHECK(w.grad().to_vector() == w2.grad().to_vector());
+  CHECK_THROWS_WITH_AS(gelu_linear_add(h, GeluApprox::Erf, w, Tensor(), randn32({4, 6}, 4)),
+                       doctest::Contains("[gelu_linear_add] residual must be the output's (4, 3)"), linea::Error);
+  CHECK_THROWS_WITH_AS(gelu_linear_add(h, GeluApprox::Erf, randn32({3, 5}, 5), Tensor(), r),
+                       doctest::Contains("[gelu_linear_add] expected x [..., in], weight [out, in]"), linea::Error);
+}
