@@ -124,21 +124,6 @@ void check_linear(const char* op, const Tensor& x, const Tensor& weight, const T
               weight.device(), bias.defined() ? fmt::format("{}", bias.device()) : std::string("none"));
 }
 
-// A linear layer's dW = Gᵀ·X and db = the column sums of G (G [rows, out], X [rows, in]), each
-// where wanted: with dW, in one call, which the CPU runs in one pass over G
-// (Backend::linear_weight_grad).
-std::pair<Tensor, Tensor> weight_grads(const Tensor& G, const Tensor& X, bool need_w, bool need_b) {
-  Tensor dw, db;
-  if (need_w) {
-    dw = empty({G.size(1), X.size(1)}, G.dtype(), G.device());
-    if (need_b) db = empty({G.size(1)}, G.dtype(), G.device());
-    backend(G.device()).linear_weight_grad(G.contiguous(), X.contiguous(), dw, db);
-  } else if (need_b) {
-    db = sum(G, {0});
-  }
-  return {dw, db};
-}
-
 // x · weightᵀ (+ bias) (+ residual), inputs checked. The bias and the residual are the gemm's
 // epilogue (Backend::gemm), added as the product is stored: neither costs a pass over the output.
 Tensor linear_impl(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual) {
@@ -161,20 +146,21 @@ Tensor linear_impl(const char* op, const Tensor& x, const Tensor& weight, const 
       [X, W, rows, in, out_f, need_x = x.requires_grad(), need_w = weight.requires_grad(),
        need_b = bias.defined() && bias.requires_grad(),
        need_r = residual.defined() && residual.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
-        // dx = g·W, dW = gᵀ·x over every row, db = the column sums of g. The residual's is g.
+        // dx = g·W, dW = gᵀ·x over every row, db = the column sums of g: with dW, in one call,
+        // which the CPU runs in one pass over g (Backend::linear_weight_grad). The residual's is g.
         const Tensor G = g.reshape({rows, out_f});
-        const Tensor dx = need_x ? matmul(G, W).reshape(X.shape()) : Tensor();
-        auto [dw, db] = weight_grads(G, X.reshape({rows, in}), need_w, need_b);
+        Tensor dx, dw, db;
+        if (need_x) dx = matmul(G, W).reshape(X.shape());
+        if (need_w) {
+          const Tensor Gc = G.contiguous(), Xc = X.reshape({rows, in}).contiguous();
+          dw = empty({out_f, in}, G.dtype(), G.device());
+          if (need_b) db = empty({out_f}, G.dtype(), G.device());
+          backend(G.device()).linear_weight_grad(Gc, Xc, dw, db);
+        } else if (need_b) {
+          db = sum(G, {0});
+        }
         return {dx, dw, db, need_r ? g : Tensor()};
       });
-}
-
-void check_residual(const char* op, const Tensor& x, const Tensor& weight, const Tensor& residual) {
-  Shape out_shape = x.shape();
-  out_shape.back() = weight.size(0);
-  LINEA_CHECK(residual.shape() == out_shape && residual.dtype() == x.dtype() && residual.device() == x.device(),
-              "[{}] residual must be the output's {} {} on {}, got {} {} on {}", op, shape_str(out_shape), x.dtype(),
-              x.device(), shape_str(residual.shape()), residual.dtype(), residual.device());
 }
 
 }  // namespace
@@ -188,41 +174,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 Tensor linear_add(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual) {
   check_linear("linear_add", x, weight, bias);
   LINEA_CHECK(residual.defined(), "[linear_add] needs a residual (linear computes the product alone)");
-  check_residual("linear_add", x, weight, residual);
+  Shape out_shape = x.shape();
+  out_shape.back() = weight.size(0);
+  LINEA_CHECK(residual.shape() == out_shape && residual.dtype() == x.dtype() && residual.device() == x.device(),
+              "[linear_add] residual must be the output's {} {} on {}, got {} {} on {}", shape_str(out_shape),
+              x.dtype(), x.device(), shape_str(residual.shape()), residual.dtype(), residual.device());
   return linear_impl("linear_add", x, weight, bias, residual);
-}
-
-Tensor gelu_linear_add(const Tensor& h, GeluApprox approx, const Tensor& weight, const Tensor& bias,
-                       const Tensor& residual) {
-  check_linear("gelu_linear_add", h, weight, bias);
-  LINEA_CHECK(residual.defined(), "[gelu_linear_add] needs a residual");
-  check_residual("gelu_linear_add", h, weight, residual);
-  if (!autograd::needs_grad({h})) return linear_add(gelu(h, approx), weight, bias, residual);
-  // gelu's forward as it runs with h needing a gradient: the activation and its derivative d in
-  // one pass (Backend::activation_with_grad); then linear_add's product, recorded below instead.
-  const UnaryOp op = approx == GeluApprox::Erf ? UnaryOp::GeluErf : UnaryOp::GeluTanh;
-  Backend& be = backend(h.device());
-  const Tensor a = empty(h.shape(), h.dtype(), h.device()), d = empty(h.shape(), h.dtype(), h.device());
-  be.activation_with_grad(op, h.detach(), a, d);
-  Tensor out;
-  {
-    NoGradGuard no_grad;
-    out = linear_add(a, weight, bias, residual);
-  }
-  const int64_t in = weight.size(1), out_f = weight.size(0);
-  const int64_t rows = numel(Shape(h.shape().begin(), h.shape().end() - 1));
-  return autograd::record(
-      "gelu_linear_add", out, {h, weight, bias, residual},
-      [a, d, W = weight.detach(), rows, in, out_f, need_w = weight.requires_grad(),
-       need_b = bias.defined() && bias.requires_grad(),
-       need_r = residual.requires_grad(), &be](const Tensor& g) -> std::vector<Tensor> {
-        // dh = (g·W) ⊙ gelu'(h) in one product; dW and db from the activation a, as linear_add's.
-        const Tensor G = g.reshape({rows, out_f});
-        const Tensor dh = empty(d.shape(), d.dtype(), d.device());
-        be.gemm_mul(G.unsqueeze(0), W.unsqueeze(0), d.reshape({1, rows, in}), dh.reshape({1, rows, in}));
-        auto [dw, db] = weight_grads(G, a.reshape({rows, in}), need_w, need_b);
-        return {dh, dw, db, need_r ? g : Tensor()};
-      });
 }
 
 }  // namespace linea

@@ -2,7 +2,6 @@
 // again), leading (batch) dims broadcast. Runs on BLAS gemm; transposed views are passed to BLAS
 // as transposes, not copied.
 #pragma once
-#include "linea/autograd/ops_elementwise.h"
 #include "linea/tensor/tensor.h"
 
 namespace linea {
@@ -18,12 +17,5 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // connection around its output projection). The gemm adds the product into a copy of the residual
 // (plus bias), so the add makes no pass of its own over the output; bias may be undefined.
 Tensor linear_add(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual);
-
-// linear_add(gelu(h, approx), weight, bias, residual) as one op, the same values and gradients:
-// an MLP's second layer with the activation before it. Its backward takes dh = (g·W) ⊙ gelu'(h)
-// as one product whose kernel multiplies as it stores (Backend::gemm_mul), where the two ops made
-// the product and then a pass over the [rows, hidden] gradient to multiply it.
-Tensor gelu_linear_add(const Tensor& h, GeluApprox approx, const Tensor& weight, const Tensor& bias,
-                       const Tensor& residual);
 
 }  // namespace linea

@@ -1,5 +1,5 @@
 // Registry cases: matmul (every operand rank, batch broadcasting, transposed operands), linear,
-// linear_add, gelu_linear_add, the norms, the losses, and the attention functions: softmax, linear (every feature
+// linear_add, the norms, the losses, and the attention functions: softmax, linear (every feature
 // map, causal or not) and MHLA in its fused and composite forms (padded last blocks, M = 1, d != dv, causal), and the
 // three on a packed qkv projection.
 #include "mhla_reference.h"
@@ -95,10 +95,6 @@ std::vector<OpCase> nn_cases() {
       {"linear_add", {{2, 3, 4}, {5, 4}, {5}, {2, 3, 5}}, [](V x) { return linear_add(x[0], x[1], x[2], x[3]); }, R},
       {"linear_add no bias, transposed x", {transposed({4, 6}), {3, 6}, {4, 3}},
        [](V x) { return linear_add(x[0], x[1], Tensor(), x[2]); }, R},
-      {"gelu_linear_add", {{2, 3, 4}, {5, 4}, {5}, {2, 3, 5}},
-       [](V x) { return gelu_linear_add(x[0], GeluApprox::Erf, x[1], x[2], x[3]); }, R},
-      {"gelu_linear_add tanh no bias, transposed h", {transposed({4, 6}), {3, 6}, {4, 3}},
-       [](V x) { return gelu_linear_add(x[0], GeluApprox::Tanh, x[1], Tensor(), x[2]); }, R},
       {"softmax_attention_qkv causal", {{1, 5, 12}},
        [](V x) { return F::softmax_attention_qkv(x[0], 2, {.causal = true}); }, R},
       {"linear_attention_qkv elu+1", {{1, 6, 12}},

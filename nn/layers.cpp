@@ -87,8 +87,6 @@ Tensor MLP::forward(const Tensor& x) {
 
 Tensor MLP::forward_add(const Tensor& x, const Tensor& residual) {
   if (drop->active()) return residual + forward(x);
-  if (const auto g = std::dynamic_pointer_cast<GELU>(act))
-    return gelu_linear_add(fc1->forward(x), g->approx(), fc2->weight, fc2->bias, residual);
   return linear_add(act->forward(fc1->forward(x)), fc2->weight, fc2->bias, residual);
 }
 

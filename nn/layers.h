@@ -61,7 +61,6 @@ class GELU : public Module {
  public:
   explicit GELU(GeluApprox approx = GeluApprox::Erf) : Module("GELU"), approx_(approx) {}
   Tensor forward(const Tensor& x) override { return gelu(x, approx_); }
-  GeluApprox approx() const { return approx_; }
 
  private:
   GeluApprox approx_;
@@ -88,9 +87,7 @@ class MLP : public Module {
   MLP(int64_t in_features, int64_t hidden_features, int64_t out_features = 0, std::shared_ptr<Module> act = nullptr,
       double dropout = 0);
   Tensor forward(const Tensor& x) override;
-  // residual + forward(x), the add done by fc2's gemm (linear_add) unless dropout is active; with
-  // a GELU, one op with fc2 (gelu_linear_add), whose backward multiplies by GELU's derivative in
-  // the product that makes fc2's input gradient.
+  // residual + forward(x), the add done by fc2's gemm (linear_add) unless dropout is active.
   Tensor forward_add(const Tensor& x, const Tensor& residual);
 
   std::shared_ptr<Linear> fc1, fc2;

@@ -46,12 +46,6 @@ void Backend::linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor&
   if (db.defined()) reduce(ReduceOp::Sum, g, db, 1, rows, out);
 }
 
-void Backend::gemm_mul(const Tensor& a, const Tensor& b, const Tensor& m, const Tensor& out) {
-  kernel_checks::gemm_mul(a, b, m, out);
-  gemm(a, b, out, Tensor(), Tensor());
-  binary(BinaryOp::Mul, out, m, out);
-}
-
 void Backend::activation_with_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dydx) {
   kernel_checks::activation_with_grad(op, x, y, dydx);
   unary(op, x, y);

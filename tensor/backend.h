@@ -85,11 +85,6 @@ class Backend {
   // gemm then reduce; the CPU sums g inside the weight gradient's product where its own kernel
   // runs that product (cpu_matmul.cpp), saving the reduction's pass over g.
   virtual void linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db);
-  // out = (a·b) ⊙ m, with a, b and out as in gemm and m contiguous, out's shape and dtype, in
-  // another storage: a linear layer's dx times the derivative of the activation before it
-  // (linear_act_add's backward). The default is gemm, then a binary Mul; the CPU multiplies as its
-  // own kernel stores out (cpu_matmul.cpp), saving the multiply's pass.
-  virtual void gemm_mul(const Tensor& a, const Tensor& b, const Tensor& m, const Tensor& out);
 
   // ---- indexing (idx is int64; indices are range-checked by the kernel) ----
   virtual void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) = 0;

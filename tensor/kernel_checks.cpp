@@ -29,18 +29,6 @@ GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor
   return g;
 }
 
-GemmShape gemm_mul(const Tensor& a, const Tensor& b, const Tensor& m, const Tensor& out) {
-  const GemmShape g = gemm(a, b, out, Tensor(), Tensor());
-  LINEA_CHECK(m.defined() && m.shape() == out.shape() && m.dtype() == out.dtype() && m.is_contiguous() &&
-                  m.device() == out.device() && m.storage() != out.storage(),
-              "[gemm_mul] m must be a contiguous {} {} on {} like out, in another storage, got {}", out.dtype(),
-              shape_str(out.shape()), out.device(),
-              m.defined() ? fmt::format("{} {} on {}{}", m.dtype(), shape_str(m.shape()), m.device(),
-                                        m.defined() && m.storage() == out.storage() ? " sharing out's storage" : "")
-                          : std::string("an undefined tensor"));
-  return g;
-}
-
 std::array<int64_t, 3> linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) {
   LINEA_CHECK(g.dim() == 2 && x.dim() == 2 && dw.dim() == 2 && g.size(0) == x.size(0) &&
                   dw.shape() == Shape({g.size(1), x.size(1)}) && (!db.defined() || db.shape() == Shape({g.size(1)})),

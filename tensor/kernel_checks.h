@@ -25,8 +25,6 @@ struct GemmShape {
 // float32 or all float64, bias and residual (if defined) contiguous on out's device, the residual
 // out's shape and either out itself or in another storage.
 GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, const Tensor& residual);
-// gemm's a, b and out, and m contiguous in out's shape, dtype and device, in another storage.
-GemmShape gemm_mul(const Tensor& a, const Tensor& b, const Tensor& m, const Tensor& out);
 // Backend::linear_weight_grad's operands; returns {rows, out, in}.
 std::array<int64_t, 3> linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db);
 

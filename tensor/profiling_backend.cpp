@@ -145,12 +145,6 @@ class ProfilingBackend final : public Backend {
           [&] { in_.gemm(a, b, out, bias, residual); });
   }
 
-  void gemm_mul(const Tensor& a, const Tensor& b, const Tensor& m, const Tensor& out) override {
-    const double flops = 2.0 * double(out.size(0)) * double(out.size(1)) * double(out.size(2)) * double(a.size(2));
-    timed(Profiler::by_shape() ? gemm_shape(a, b) + " * m" : "gemm", flops, touched({&a, &b, &m, &out}),
-          [&] { in_.gemm_mul(a, b, m, out); });
-  }
-
   // Recorded as a gemm (its flops), with the bias gradient's sums in the same row when asked for.
   void linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) override {
     const double flops = 2.0 * double(g.numel()) * double(x.size(-1));

@@ -129,27 +129,6 @@ TEST_CASE("gpu gemm with a residual and linear_add match the CPU") {
   CHECK_THROWS_WITH_AS(linear_add(xg, wg, bg, r), doctest::Contains("[linear_add] residual must be"), Error);
 }
 
-TEST_CASE("gpu gemm_mul and gelu_linear_add match the CPU") {
-  // Backend::gemm_mul's default (gemm, then a multiply), then the op and its gradients, float64.
-  const DType f64 = DType::Float64;
-  const Tensor a = randn_on({2, 5, 7}, 80, f64), b = randn_on({2, 7, 9}, 81, f64), m = randn_on({2, 5, 9}, 82, f64);
-  const Tensor oc = empty({2, 5, 9}, f64), og = empty({2, 5, 9}, f64, kGpu);
-  backend(Device::cpu()).gemm_mul(a, b, m, oc);
-  backend(kGpu).gemm_mul(a.to(kGpu), b.to(kGpu), m.to(kGpu), og);
-  CHECK(rel_error(og, oc) < 1e-12);
-  const Tensor h = randn_on({3, 4, 6}, 83, f64).requires_grad_(), w = randn_on({5, 6}, 84, f64).requires_grad_();
-  const Tensor bias = randn_on({5}, 85, f64).requires_grad_(), r = randn_on({3, 4, 5}, 86, f64).requires_grad_();
-  const Tensor hg = h.detach().to(kGpu).requires_grad_(), wg = w.detach().to(kGpu).requires_grad_();
-  const Tensor bg = bias.detach().to(kGpu).requires_grad_(), rg = r.detach().to(kGpu).requires_grad_();
-  const Tensor yc = gelu_linear_add(h, GeluApprox::Erf, w, bias, r);
-  const Tensor yg = gelu_linear_add(hg, GeluApprox::Erf, wg, bg, rg);
-  CHECK(rel_error(yg, yc) < 1e-12);
-  sum(yc * yc).backward();
-  sum(yg * yg).backward();
-  for (const auto& [c, g] : {std::pair{h, hg}, std::pair{w, wg}, std::pair{bias, bg}, std::pair{r, rg}})
-    CHECK(rel_error(g.grad(), c.grad()) < 1e-12);
-}
-
 TEST_CASE("gpu gemm: the float32 precision switch (TF32, BF16 autocast) within documented errors") {
   const Tensor a = randn_on({4, 129, 257}, 3, DType::Float32), b = randn_on({257, 131}, 4, DType::Float32);
   const Tensor ref = matmul(a, b);  // the CPU always multiplies in full float32

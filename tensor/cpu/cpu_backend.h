@@ -33,7 +33,6 @@ class CpuBackend final : public Backend {
                         const Tensor& dx, const Tensor& dweight) override;
 
   void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, const Tensor& residual) override;
-  void gemm_mul(const Tensor& a, const Tensor& b, const Tensor& m, const Tensor& out) override;
   void linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) override;
 
   void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;

@@ -42,23 +42,19 @@ void zero_rows(int64_t M, int64_t N, T* c, int64_t ldc) {
 // The fill is for the layers' products; small ones (attention and MHLA tiles) keep beta = 0.
 constexpr int64_t kFillFirst = 64 * 64;
 
-// c = (a·b + start) ⊙ s.m on this thread: BLAS, or for float32 bf16 dot products when asked for, or the
+// c = a·b + start on this thread: BLAS, or for float32 bf16 dot products when asked for, or the
 // direct kernel where it beats BLAS (gemm_direct.h), which adds the start as it stores c.
 template <class T>
 void gemm_serial(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
                  int64_t ldb, T* c, int64_t ldc, const GemmAddend<T>& s) {
   if constexpr (std::is_same_v<T, float>) {
-    if (bf16) {
-      gemm_bf16(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
-      return multiply_rows(M, N, s, c, ldc);
-    }
+    if (bf16) return gemm_bf16(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
     if (direct_gemm_pays(ta, tb, M, N, K)) return gemm_direct(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
   }
   const bool add = write_addend<T>(M, N, s, c, ldc);
   const bool zero_first = !add && M * N >= kFillFirst;
   if (zero_first) zero_rows<T>(M, N, c, ldc);
   blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, add || zero_first ? T(1) : T(0), c, ldc);
-  multiply_rows(M, N, s, c, ldc);
 }
 
 // c = aᵀ·b + start with K split over nt threads, float32 on the direct kernel (or gemm_bf16's with
@@ -77,7 +73,7 @@ void gemm_split_k(int nt, bool bf16, bool tb, int64_t M, int64_t N, int64_t K, c
     float* dst = t == 0 ? c : part.data() + (t - 1) * M * N;
     double* my_sums = a_sums ? sums.data() + t * M : nullptr;
     const int64_t ldd = t == 0 ? ldc : N;
-    const GemmAddend<float> mine = t == 0 ? GemmAddend<float>{s.r, s.ldr, s.bias} : GemmAddend<float>{};
+    const GemmAddend<float> mine = t == 0 ? s : GemmAddend<float>{};
     const float *ak = a + k0 * lda, *bk = b + (tb ? k0 : k0 * ldb);
     if (k1 > k0 && bf16)
       gemm_bf16(true, tb, M, N, k1 - k0, ak, lda, bk, ldb, dst, ldd, mine);
@@ -89,7 +85,6 @@ void gemm_split_k(int nt, bool bf16, bool tb, int64_t M, int64_t N, int64_t K, c
   for (int t = 1; t < nt; ++t)
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) c[i * ldc + j] += part[((t - 1) * M + i) * N + j];
-  multiply_rows(M, N, s, c, ldc);  // of the whole sum
   if (a_sums)
     for (int64_t i = 0; i < M; ++i) {
       double s = 0;
@@ -135,8 +130,7 @@ void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, co
     if (ta && splits_over_k(bf16, tb, M, N, K)) return gemm_split_k(nt, bf16, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
   if (ta && !bf16) {
     const bool add = write_addend<T>(M, N, s, c, ldc);
-    blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, add ? T(1) : T(0), c, ldc);
-    return multiply_rows(M, N, s, c, ldc);
+    return blas_gemm<T>(ta, tb, M, N, K, a, lda, b, ldb, add ? T(1) : T(0), c, ldc);
   }
 #pragma omp parallel num_threads(nt)
   {
@@ -164,19 +158,16 @@ void CpuBackend::linear_weight_grad(const Tensor& g, const Tensor& x, const Tens
                dw.data<float>(), in, {}, db.data<float>());
 }
 
-namespace {
-
-// Backend::gemm (m undefined) and gemm_mul (bias and residual undefined), checked.
-void gemm_checked(CpuBackend& be, const kernel_checks::GemmShape& g, const Tensor& a_in, const Tensor& b_in,
-                  const Tensor& out, const Tensor& bias, const Tensor& residual, const Tensor& m) {
+void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor& bias,
+                      const Tensor& residual) {
+  const kernel_checks::GemmShape g = kernel_checks::gemm(a_in, b_in, out, bias, residual);
   const int64_t batch = g.batch, M = g.M, N = g.N, K = g.K;
   if (out.numel() == 0) return;
   if (K == 0) {  // an empty sum: the residual, the bias, both or zeros (BLAS would be asked for lda = 0)
-    if (residual.defined() && bias.defined()) be.binary(BinaryOp::Add, residual, bias.expand(out.shape()), out);
-    else if (residual.defined()) be.copy(residual, out);
-    else if (bias.defined()) be.copy(bias.expand(out.shape()), out);
-    else be.fill(out, 0.0);
-    if (m.defined()) be.binary(BinaryOp::Mul, out, m, out);
+    if (residual.defined() && bias.defined()) binary(BinaryOp::Add, residual, bias.expand(out.shape()), out);
+    else if (residual.defined()) copy(residual, out);
+    else if (bias.defined()) copy(bias.expand(out.shape()), out);
+    else fill(out, 0.0);
     return;
   }
   const Tensor a = kernel_checks::blas_operand(a_in), b = kernel_checks::blas_operand(b_in);
@@ -191,32 +182,18 @@ void gemm_checked(CpuBackend& be, const kernel_checks::GemmShape& g, const Tenso
   dispatch_floating(out.dtype(), "gemm", [&]<class T>() {
     const T *pa = a.data<T>(), *pb = b.data<T>(), *pbias = bias.defined() ? bias.data<T>() : nullptr;
     const T* pr = residual.defined() ? residual.data<T>() : nullptr;  // contiguous like out (kernel_checks)
-    const T* pm = m.defined() ? m.data<T>() : nullptr;                 // likewise
     T* pc = out.data<T>();
     if (fold) {
-      gemm_split<T>(bf16, false, vb.trans, batch * M, N, K, pa, va.ld, pb, vb.ld, pc, N,
-                    GemmAddend<T>{pr, N, pbias, pm, N});
+      gemm_split<T>(bf16, false, vb.trans, batch * M, N, K, pa, va.ld, pb, vb.ld, pc, N, GemmAddend<T>{pr, N, pbias});
       return;
     }
     parallel_if(batch > 1 && M * N * K <= kSmallGemm && batch * M * N * K >= kMinParallelWork, [&] {
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < batch; ++i)
         gemm_split<T>(bf16, va.trans, vb.trans, M, N, K, pa + i * sa, va.ld, pb + i * sb, vb.ld, pc + i * M * N, N,
-                      GemmAddend<T>{pr ? pr + i * M * N : nullptr, N, pbias, pm ? pm + i * M * N : nullptr, N});
+                      GemmAddend<T>{pr ? pr + i * M * N : nullptr, N, pbias});
     });
   });
-}
-
-}  // namespace
-
-void CpuBackend::gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, const Tensor& residual) {
-  gemm_checked(*this, kernel_checks::gemm(a, b, out, bias, residual), a, b, out, bias, residual, Tensor());
-}
-
-// The multiply is the epilogue of the product's own kernel (gemm_direct_kernel.h), or a pass over
-// each thread's rows of out right after BLAS computed them, while they are in cache.
-void CpuBackend::gemm_mul(const Tensor& a, const Tensor& b, const Tensor& m, const Tensor& out) {
-  gemm_checked(*this, kernel_checks::gemm_mul(a, b, m, out), a, b, out, Tensor(), Tensor(), m);
 }
 
 }  // namespace linea::cpu

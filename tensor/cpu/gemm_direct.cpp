@@ -14,10 +14,10 @@ namespace linea::cpu {
 // Defined in the per-ISA files; `bp` is scratch for KC·(N + 64) floats (pack_b).
 void gemm_direct_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
                         const float* b, int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr,
-                        const float* bias, const float* m, int64_t ldm, float* bp, double* a_sums);
+                        const float* bias, float* bp, double* a_sums);
 void gemm_direct_avx2(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
                       const float* b, int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr,
-                      const float* bias, const float* m, int64_t ldm, float* bp, double* a_sums);
+                      const float* bias, float* bp, double* a_sums);
 
 DirectIsa direct_gemm_isa() {
   static const DirectIsa isa = __builtin_cpu_supports("avx512f")                                   ? DirectIsa::Avx512
@@ -77,10 +77,8 @@ void gemm_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float*
   thread_local std::vector<float> bp;  // b's block in column strips (pack_b); kept, so no allocation per call
   bp.resize(std::max(bp.size(), size_t(direct_kernel::KC * (N + 64))));  // 64: the widest strip
   if (isa == DirectIsa::Avx512)
-    gemm_direct_avx512(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, add.r, add.ldr, add.bias, add.m, add.ldm, bp.data(),
-                       a_sums);
-  else gemm_direct_avx2(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, add.r, add.ldr, add.bias, add.m, add.ldm, bp.data(),
-                       a_sums);
+    gemm_direct_avx512(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, add.r, add.ldr, add.bias, bp.data(), a_sums);
+  else gemm_direct_avx2(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, add.r, add.ldr, add.bias, bp.data(), a_sums);
 }
 
 }  // namespace linea::cpu

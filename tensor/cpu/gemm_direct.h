@@ -25,20 +25,15 @@ bool has_direct_gemm();       // direct_gemm_isa() != None
 // What a product is added to (Backend::gemm's residual and bias): r [M, N] (rows ldr apart; r = c
 // accumulates, any other r must not overlap c) and a bias row of N. Either may be null; both are
 // added as the one value r + bias. The direct kernel and gemm_bf16.h's kernel add them as they
-// store each tile of c; ahead of BLAS, write_addend (below) writes them into c. m [M, N] (rows ldm
-// apart, or null) then multiplies the result (Backend::gemm_mul): the direct kernel as it stores
-// c, other paths afterwards (multiply_rows). rows() and cols() are a block's share.
+// store each tile of c; ahead of BLAS, write_addend (below) writes them into c. rows() and cols()
+// are a block's share.
 template <class T>
 struct GemmAddend {
   const T* r = nullptr;
   int64_t ldr = 0;
   const T* bias = nullptr;
-  const T* m = nullptr;
-  int64_t ldm = 0;
-  GemmAddend rows(int64_t i0) const { return {r ? r + i0 * ldr : nullptr, ldr, bias, m ? m + i0 * ldm : nullptr, ldm}; }
-  GemmAddend cols(int64_t j0) const {
-    return {r ? r + j0 : nullptr, ldr, bias ? bias + j0 : nullptr, m ? m + j0 : nullptr, ldm};
-  }
+  GemmAddend rows(int64_t i0) const { return {r ? r + i0 * ldr : nullptr, ldr, bias}; }
+  GemmAddend cols(int64_t j0) const { return {r ? r + j0 : nullptr, ldr, bias ? bias + j0 : nullptr}; }
 };
 using Addend = GemmAddend<float>;
 
@@ -61,18 +56,7 @@ bool write_addend(int64_t M, int64_t N, const GemmAddend<T>& s, T* c, int64_t ld
   return true;
 }
 
-// c ⊙= s.m over M rows of N, for a product computed without it (BLAS, the bf16 kernel, split-K).
-template <class T>
-void multiply_rows(int64_t M, int64_t N, const GemmAddend<T>& s, T* c, int64_t ldc) {
-  if (!s.m) return;
-  for (int64_t i = 0; i < M; ++i) {
-    T* ci = c + i * ldc;
-    const T* mi = s.m + i * s.ldm;
-    for (int64_t j = 0; j < N; ++j) ci[j] *= mi[j];
-  }
-}
-
-// c[M,N] = (a[M,K]·b[K,N] + the addend) ⊙ m, row-major, a or b read transposed in place (ta, tb) as in
+// c[M,N] = a[M,K]·b[K,N] + the addend, row-major, a or b read transposed in place (ta, tb) as in
 // blas_gemm. Serial; needs K > 0 and a kernel `isa` this CPU runs (tests pick the narrower one).
 // With ta, a_sums (M doubles, or null) also gets a_sums[i] += Σ_k a(i, k): for a weight gradient
 // dW = dYᵀ·X, the bias gradient's column sums of dY, read while dY is in cache.

@@ -19,7 +19,6 @@ struct Vec256 {
   static reg set1(float x) { return _mm256_set1_ps(x); }
   static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
   static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
-  static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
   static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
   static void store(float* p, mask m, reg v) { _mm256_maskstore_ps(p, m, v); }
   static mask tail_mask(int n) {  // lanes 0..n-1: n > lane index
@@ -31,9 +30,8 @@ struct Vec256 {
 
 void gemm_direct_avx2(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
                       const float* b, int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr,
-                      const float* bias, const float* m, int64_t ldm, float* bp,
-                        double* a_sums) {
-  direct_kernel::gemm<Vec256, 2>(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, r, ldr, bias, m, ldm, bp, a_sums);
+                      const float* bias, float* bp, double* a_sums) {
+  direct_kernel::gemm<Vec256, 2>(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, r, ldr, bias, bp, a_sums);
 }
 
 }  // namespace linea::cpu

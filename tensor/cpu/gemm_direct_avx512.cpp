@@ -23,7 +23,6 @@ struct Vec512 {
   static reg set1(float x) { return _mm512_set1_ps(x); }
   static reg fma(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
   static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
-  static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
   static void store(float* p, reg v) { _mm512_storeu_ps(p, v); }
   static void store(float* p, mask m, reg v) { _mm512_mask_storeu_ps(p, m, v); }
   static mask tail_mask(int n) { return n == 16 ? mask(0xFFFF) : mask((1u << n) - 1); }
@@ -33,9 +32,8 @@ struct Vec512 {
 
 void gemm_direct_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
                         const float* b, int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr,
-                        const float* bias, const float* m, int64_t ldm, float* bp,
-                        double* a_sums) {
-  direct_kernel::gemm<Vec512, 4>(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, r, ldr, bias, m, ldm, bp, a_sums);
+                        const float* bias, float* bp, double* a_sums) {
+  direct_kernel::gemm<Vec512, 4>(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, r, ldr, bias, bp, a_sums);
 }
 
 }  // namespace linea::cpu

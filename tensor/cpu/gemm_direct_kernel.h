@@ -2,8 +2,7 @@
 // why). Instantiated only by gemm_direct_avx512.cpp and gemm_direct_avx2.cpp (gemm_direct.cpp reads
 // KC for the scratch size), each compiled for its own instruction set with a traits struct `Vec`:
 //   Vec::reg  the register type; Vec::W its lanes; Vec::mask a lane mask for a row's tail
-//   zero(), load(p), load(p, m), set1(x), fma(a, b, c), add(a, b), mul(a, b), store(p, v),
-//   store(p, m, v)
+//   zero(), load(p), load(p, m), set1(x), fma(a, b, c), add(a, b), store(p, v), store(p, m, v)
 //   tail_mask(n): the first n lanes (1 <= n <= W)
 //   transpose8(src, lds, dst, ldd): dst[j*ldd + i] = src[i*lds + j] for i, j < 8
 // Nothing else may be used here: a function from the standard library instantiated in one of those
@@ -34,10 +33,7 @@ constexpr int64_t kc_max(bool ta) {
 // - NextC: the next tile of C, for writing, row k / V and vector k % V. The first store to a line
 //   not in cache waits for it to be read in; fetched a tile ahead, it is there. A [384, 128]·
 //   [128, 384..512] product with C out of cache took 400 -> 342 and 534 -> 476 us (1 thread, q25 of
-//   100, Zen 4), about what it takes with C in cache, from which it loses under 1%. Where the
-//   tile multiplies by m (gemm_mul), the same lines of m for reading, after C's (either pointer
-//   may be null). Fetched in the same steps as C's, the char-GPT's dh = (g·W) ⊙ gelu'(h) ran 2%
-//   slower than the product and a separate multiply; after them, 3-6% faster (in-step A/B);
+//   100, Zen 4), about what it takes with C in cache, from which it loses under 1%;
 // - NoAhead: nothing. The tiny products (MHLA's, attention's) take it, so that their loops carry
 //   neither the test nor the argument.
 struct Ahead {
@@ -53,17 +49,10 @@ struct NextC {
   static constexpr bool prefetches = true;
   char* p = nullptr;
   int64_t ld = 0;  // bytes between C's rows
-  const char* m = nullptr;
-  int64_t ldm = 0;  // bytes between m's rows
-  int64_t n = 0;    // the tile's lines, twice with m: C's first, then m's
+  int64_t n = 0;
   template <int V, int VB>
   void line(int64_t k) const {
-    const int64_t half = m && p ? n / 2 : n;
-    if (p && k < half) __builtin_prefetch(p + k / V * ld + k % V * VB, 1, 3);
-    else if (m) {
-      const int64_t j = p ? k - half : k;
-      __builtin_prefetch(m + j / V * ldm + j % V * VB, 0, 3);
-    }
+    __builtin_prefetch(p + k / V * ld + k % V * VB, 1, 3);
   }
 };
 struct NoAhead {
@@ -72,16 +61,13 @@ struct NoAhead {
 
 // C[0..R, 0..V·W] = Σ_k a(i, k)·b[k][j] over kc steps, plus r[i*ldr + j] where r is not null (r == c
 // accumulates) and bias[j] where bias is not null, added to the sum as one value r + bias (the
-// rounding of a start value written into C before the product), then times m[i*ldm + j] where m
-// is not null (an activation's derivative: the product is then stored once, where a separate
-// multiply read it back). With a(i, k) at a[i*ai + k*ak].
+// rounding of a start value written into C before the product). With a(i, k) at a[i*ai + k*ak].
 // Unless Full, the lanes of the last vector past C's edge are masked off by `tail`. A full tile
 // uses no masked loads or stores: on Zen 3 a masked store (vmaskmovps) is microcoded, and with
 // every tile's last vector masked the attention kernels' 64x64x16 tiles ran 1.2x slower (session 15).
 template <class Vec, int R, int V, bool Full, class P>
 void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, int64_t ldb, float* c, int64_t ldc,
-          const float* r, int64_t ldr, const float* bias, const float* m, int64_t ldm, typename Vec::mask tail,
-          P ahead) {
+          const float* r, int64_t ldr, const float* bias, typename Vec::mask tail, P ahead) {
   using reg = typename Vec::reg;
   constexpr int W = Vec::W;
   auto load = [&](const float* p, int v) {
@@ -123,12 +109,6 @@ void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, in
 #pragma GCC unroll 4
       for (int v = 0; v < V; ++v) acc[i][v] = Vec::add(acc[i][v], load(r + i * ldr, v));
   }
-  if (m) {
-#pragma GCC unroll 6
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) acc[i][v] = Vec::mul(acc[i][v], load(m + i * ldm, v));
-  }
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i, c += ldc)
 #pragma GCC unroll 4
@@ -140,24 +120,21 @@ void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, in
 
 template <class Vec, int R, int V, bool Full, class P>
 void tile_rows(int64_t mr, int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, int64_t ldb, float* c,
-               int64_t ldc, const float* r, int64_t ldr, const float* bias, const float* m, int64_t ldm,
-               typename Vec::mask tail, P ahead) {
+               int64_t ldc, const float* r, int64_t ldr, const float* bias, typename Vec::mask tail, P ahead) {
   if constexpr (R > 1)
-    if (mr < R)
-      return tile_rows<Vec, R - 1, V, Full>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, m, ldm, tail, ahead);
-  tile<Vec, R, V, Full>(kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, m, ldm, tail, ahead);
+    if (mr < R) return tile_rows<Vec, R - 1, V, Full>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail, ahead);
+  tile<Vec, R, V, Full>(kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail, ahead);
 }
 
 // tile<Vec, mr, v, full> for 1 <= mr <= MR and 1 <= v <= NV.
 template <class Vec, int NV, class P>
 void tile_any(int64_t mr, int64_t v, bool full, int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b,
-              int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr, const float* bias, const float* m,
-              int64_t ldm, typename Vec::mask tail, P ahead) {
+              int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr, const float* bias,
+              typename Vec::mask tail, P ahead) {
   if constexpr (NV > 1)
-    if (v < NV)
-      return tile_any<Vec, NV - 1>(mr, v, full, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, m, ldm, tail, ahead);
-  if (full) tile_rows<Vec, MR, NV, true>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, m, ldm, tail, ahead);
-  else tile_rows<Vec, MR, NV, false>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, m, ldm, tail, ahead);
+    if (v < NV) return tile_any<Vec, NV - 1>(mr, v, full, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail, ahead);
+  if (full) tile_rows<Vec, MR, NV, true>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail, ahead);
+  else tile_rows<Vec, MR, NV, false>(mr, kc, a, ai, ak, b, ldb, c, ldc, r, ldr, bias, tail, ahead);
 }
 
 // B's block (kc rows from its row pc) packed as column strips of NR: strip s holds b(k, s·NR + j)
@@ -193,15 +170,14 @@ void pack_b(bool tb, const float* b, int64_t ldb, int64_t pc, int64_t kc, int64_
 // is the long operand streamed once: packed, [8192, 64..192]ᵀ·[8192, 64..128] ran 0.85-1.0x.
 constexpr int64_t kPackRows = 64;
 
-// c[M,N] = (a[M,K]·b[K,N] + r + bias) ⊙ m as in gemm_direct. `bp` is scratch for KC·(N + NR) floats.
-// The first block of K adds r and the bias; the blocks after it add into c; the last multiplies
-// by m (rows ldm apart; null: no multiply). With ta and `a_sums`, also
+// c[M,N] = a[M,K]·b[K,N] + r + bias as in gemm_direct. `bp` is scratch for KC·(N + NR) floats. The
+// first block of K adds r and the bias; the blocks after it add into c. With ta and `a_sums`, also
 // a_sums[i] += Σ_k a(i, k) in double (as the CPU's sums accumulate), each block of a summed right
 // after its tiles read it, while it is still in cache.
 template <class Vec, int NV>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr, const float* bias, const float* m,
-          int64_t ldm, float* bp, double* a_sums) {
+          int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr, const float* bias, float* bp,
+          double* a_sums) {
   constexpr int64_t NR = int64_t(Vec::W) * NV;
   const int64_t ai = ta ? 1 : lda, ak = ta ? lda : 1;
   const bool pack = tb || (!ta && M >= kPackRows);
@@ -210,7 +186,6 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int
     const int64_t kc = K - pc < kb ? K - pc : kb;
     const float *rb = pc ? c : r, *bias_b = pc ? nullptr : bias;
     const int64_t ldrb = pc ? ldc : ldr;
-    const float* m_b = pc + kc == K ? m : nullptr;
     if (pack) pack_b<Vec, NV>(tb, b, ldb, pc, kc, N, bp);
     // A weight gradient reads a's and b's rows in place, each block of K once, and the first tile
     // of a block waits on memory for all of them: its tiles prefetch the next block's rows (one
@@ -220,9 +195,8 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int
     const char *a_next = next ? reinterpret_cast<const char*>(a + (pc + kb) * lda) : nullptr,
                *b_next = next ? reinterpret_cast<const char*>(b + (pc + kb) * ldb) : nullptr;
     int64_t line = 0;  // the next line to prefetch, a's lines first
-    // C is written from scratch by the first block only; the blocks after it find it in cache. m
-    // is read by the last.
-    const bool prefetch_c = pc == 0 && K >= 64 && M * N >= 64 * 64, prefetch_m = m_b && kc >= 64 && M * N >= 64 * 64;
+    // C is written from scratch by the first block only; the blocks after it find it in cache.
+    const bool prefetch_c = pc == 0 && K >= 64 && M * N >= 64 * 64;
     for (int64_t mc = 0; mc < M; mc += MC) {
       const int64_t m1 = M - mc < MC ? M : mc + MC;
       for (int64_t jc = 0; jc < N; jc += NR) {
@@ -235,29 +209,26 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int
           const int64_t mr = m1 - ic < MR ? m1 - ic : MR;
           const float *at = a + ic * ai + pc * ak, *rt = rb ? rb + ic * ldrb + jc : nullptr;
           const float* bt = bias_b ? bias_b + jc : nullptr;
-          const float* mt = m_b ? m_b + ic * ldm + jc : nullptr;
           if (line < a_lines + b_lines) {
             const Ahead ahead = line < a_lines
                                     ? Ahead{a_next + 64 * line, a_lines - line < kc ? a_lines - line : kc}
                                     : Ahead{b_next + 64 * (line - a_lines),
                                             a_lines + b_lines - line < kc ? a_lines + b_lines - line : kc};
             line += ahead.n;
-            tile_any<Vec, NV>(mr, v, lanes == Vec::W, kc, at, ai, ak, bs, lds, c + ic * ldc + jc, ldc, rt, ldrb, bt,
-                              mt, ldm, tail, ahead);
-          } else if (prefetch_c || prefetch_m) {
+            tile_any<Vec, NV>(mr, v, lanes == Vec::W, kc, at, ai, ak, bs, lds, c + ic * ldc + jc, ldc, rt, ldrb, bt, tail,
+                              ahead);
+          } else if (prefetch_c) {
             // The next tile: down this strip, else the top of the next strip (or of the next block
             // of rows), taken as wide as this one.
             const int64_t in = ic + MR < m1 ? ic + MR : (jc + NR < N ? mc : m1);
             const int64_t jn = ic + MR < m1 ? jc : (jc + NR < N ? jc + NR : 0);
             const int64_t rows = M - in < MR ? M - in : MR;
-            const NextC next_c{prefetch_c ? reinterpret_cast<char*>(c + in * ldc + jn) : nullptr, ldc * 4,
-                               prefetch_m ? reinterpret_cast<const char*>(m_b + in * ldm + jn) : nullptr, ldm * 4,
-                               rows > 0 ? rows * v * (prefetch_c && prefetch_m ? 2 : 1) : 0};
-            tile_any<Vec, NV>(mr, v, lanes == Vec::W, kc, at, ai, ak, bs, lds, c + ic * ldc + jc, ldc, rt, ldrb, bt,
-                              mt, ldm, tail, next_c);
+            const NextC next_c{reinterpret_cast<char*>(c + in * ldc + jn), ldc * 4, rows > 0 ? rows * v : 0};
+            tile_any<Vec, NV>(mr, v, lanes == Vec::W, kc, at, ai, ak, bs, lds, c + ic * ldc + jc, ldc, rt, ldrb, bt, tail,
+                              next_c);
           } else {
-            tile_any<Vec, NV>(mr, v, lanes == Vec::W, kc, at, ai, ak, bs, lds, c + ic * ldc + jc, ldc, rt, ldrb, bt,
-                              mt, ldm, tail, NoAhead{});
+            tile_any<Vec, NV>(mr, v, lanes == Vec::W, kc, at, ai, ak, bs, lds, c + ic * ldc + jc, ldc, rt, ldrb, bt, tail,
+                              NoAhead{});
           }
         }
       }
