@@ -1,10 +1,9 @@
 // The fused kernels for nn/ on the GPU (declared in launch_fused.h): cross-entropy forward and
 // backward, AdamW and SGD as multi-tensor apply, the sum of squares and the scaling behind
-// clip_grad_norm_,
-// counter-based uniform numbers, cumsum. Each follows its CPU kernel in tensor/cpu/
+// clip_grad_norm_, counter-based uniform numbers, cumsum. Each follows its CPU kernel in tensor/cpu/
 // (cpu_loss.cpp, cpu_optim.cpp, cpu_random.cpp, cpu_scan.cpp) operation for operation; results
-// differ only by the order of sums and by fused multiply-adds, except random_uniform and cumsum,
-// which are bit-identical.
+// differ only by the order of sums and by fused multiply-adds, except random_uniform, cumsum and
+// the scaling, which are bit-identical.
 #include <cmath>
 #include <cstdint>
 

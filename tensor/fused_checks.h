@@ -93,8 +93,8 @@ inline void scale_all(const std::vector<Tensor>& xs, DeviceType device) {
   for (size_t t = 0; t < xs.size(); ++t)
     LINEA_CHECK(xs[t].is_contiguous() && is_floating(xs[t].dtype()) && xs[t].device().type == device &&
                     xs[t].device() == xs[0].device(),
-                "[scale_all] tensor {} must be contiguous and floating on tensor 0's device ({}, this backend's), "
-                "got {} {} on {}{}",
+                "[scale_all] tensor {} must be contiguous and floating, on this backend's device like tensor 0 "
+                "({}), got {} {} on {}{}",
                 t, xs[0].device(), xs[t].dtype(), shape_str(xs[t].shape()), xs[t].device(),
                 xs[t].is_contiguous() ? "" : " (not contiguous)");
 }
