@@ -8,12 +8,11 @@
 // smaller ones run side by side on different threads, and the result does not depend on the
 // thread count. The scalars are cast to the parameter's
 // dtype first and the arithmetic stays in that dtype, as in PyTorch's float32 optimizers.
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 
 #include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/cpu/fetch_ahead.h"
 #include "linea/tensor/cpu/vec_math.h"
 #include "linea/tensor/fused_checks.h"
 
@@ -112,11 +111,10 @@ void CpuBackend::scale_all(const std::vector<Tensor>& xs, double factor) {
   for (const Tensor& x : xs) total += x.numel();
 #pragma omp parallel if (total > kParallelMin)
   {
-    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t lo = total * t / nt, hi = total * (t + 1) / nt;  // this thread's share
-    int64_t base = 0;                                              // x's first element in the range
+    const TaskRange mine = my_tasks(total);  // this thread's share of the elements
+    int64_t base = 0;                         // x's first element in the range
     for (const Tensor& x : xs) {
-      const int64_t a = std::max(lo, base) - base, b = std::min(hi, base + x.numel()) - base;
+      const int64_t a = std::max(mine.begin, base) - base, b = std::min(mine.end, base + x.numel()) - base;
       if (a < b)
         dispatch_floating(x.dtype(), "scale_all", [&]<class T>() {
           T* d = x.data<T>();
