@@ -20,6 +20,7 @@
 #   make fuzz-short  the same fuzzers for 20 s each (ctest -L fuzz), as .ci/run does
 #   make clang   build everything with clang++ (CUDA off) in build-clang/
 # BUILD_DIR (default build) and JOBS (default 2) can be overridden: make test JOBS=8
+# LINEA_CPU_ISA=avx2 (or generic) runs any target on that instruction set's kernels (tensor/cpu_isa.h)
 # make train SEED=n picks the seed (default 1); TRAIN_ARGS adds vit_fmnist flags, for example
 #   make train TIME_BUDGET=0 TRAIN_ARGS="--epochs 60 --augment on --dim 96"   the long recipe (92.28%, 1h17m)
 # make train TIME_BUDGET=s trains the most whole epochs (at most --epochs, 7 by default) that fit in
@@ -30,14 +31,6 @@ JOBS ?= 2
 SEED ?= 1
 TIME_BUDGET ?= 300
 MAKEFLAGS += --no-print-directory
-
-# An OpenMP thread that finishes early spins about 1000 times (some microseconds), then sleeps.
-# A step runs hundreds of short parallel regions back to back: sleeping at once (passive) pays a
-# futex wake-up at every one, while libgomp's default (300000 spins, milliseconds) busy-waits
-# beside the thread still working and slows it on these 2-vCPU machines. Measured (README, "Where
-# a step's time goes"), char-GPT MHLA step: passive 45 ms, 1000 spins 33 ms, 20000 spins 51 ms.
-# GOMP_SPINCOUNT overrides OMP_WAIT_POLICY; set it yourself to compare.
-export GOMP_SPINCOUNT ?= 1000
 
 # train and lm start a fresh run each time: --overwrite on replaces the previous run's files in
 # runs/<program>_<attn>/ (the programs refuse a non-empty --out without it).
@@ -110,7 +103,7 @@ train-dist:
 	scripts/prepare_data.sh fmnist
 	cmake --build $(BUILD_DIR) -j$(JOBS) --target vit_fmnist
 	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np $(NP) --oversubscribe --bind-to none \
-	  -x GOMP_SPINCOUNT $(BUILD_DIR)/examples/vit_fmnist --attn mhla --threads $(THREADS)
+	  $(BUILD_DIR)/examples/vit_fmnist --attn mhla --threads $(THREADS)
 # ---- sanitizers, fuzzing, clang (tests/fuzz/CMakeLists.txt has the fuzz tests)
 SANITIZE_DIR ?= build-sanitize
 FUZZ_DIR ?= build-fuzz

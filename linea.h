@@ -4,6 +4,7 @@
 #include "linea/tensor/atomic_file.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/cpu/cpu_allocator.h"
+#include "linea/tensor/cpu_isa.h"
 #include "linea/tensor/creation.h"
 #include "linea/tensor/device.h"
 #include "linea/tensor/dtype.h"

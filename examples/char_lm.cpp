@@ -243,8 +243,9 @@ BenchRow bench_one(Config o, const std::string& attn, Device dev) {
 
 int run_bench(const Config& o, Device dev) {
   fmt::print("char_lm --bench {}: batch {} x context {}, dim {}, layers {}, heads {}, chunk {}, on {}, {} threads, "
-             "{} matmuls; median\n",
-             o.bench, o.batch, o.context, o.dim, o.layers, o.heads, o.chunk, dev, omp_get_max_threads(), o.precision);
+             "{} CPU kernels, {} matmuls; median\n",
+             o.bench, o.batch, o.context, o.dim, o.layers, o.heads, o.chunk, dev, omp_get_max_threads(),
+             cpu_isa_name(cpu_isa()), o.precision);
   print_bench_header("tok/s", dev);
   return run_bench_rows(o.attn, dev, [&](const std::string& attn) { return bench_one(o, attn, dev); });
 }
@@ -291,8 +292,9 @@ int run_train(const Config& o, Device dev) {
   };
   const auto val_batches = fixed_batches(corpus, "val", o, data::derive_seed(o.seed, 1, 2), dev);
   fmt::print("char_lm: {} attention, {} parameters, vocab {}, {} train / {} val characters of {}, {} process(es) x {} "
-             "threads, {} matmuls\n", o.attn, model->num_trainable(), corpus.vocab().size(), corpus.size("train"),
-             corpus.size("val"), data_path, dist::world().size, omp_get_max_threads(), o.precision);
+             "threads, {} CPU kernels, {} matmuls\n", o.attn, model->num_trainable(), corpus.vocab().size(),
+             corpus.size("train"), corpus.size("val"), data_path, dist::world().size, omp_get_max_threads(),
+             cpu_isa_name(cpu_isa()), o.precision);
 
   // The running mean of the training loss since the last evaluation, and the clock.
   double loss_sum = 0, seconds = 0;

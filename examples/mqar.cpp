@@ -255,10 +255,11 @@ std::string seed_list(const Config& o) {
 int run_sweep(const Config& o, Device dev) {
   std::vector<Row> rows = sweep_rows(o);
   fmt::print("mqar sweep: {} runs; {} layers, dim {}, {} head(s), short conv {}, vocab {}, lr {}, {} epoch(s), "
-             "{} steps of {} queries per run\n",
+             "{} steps of {} queries per run; {} threads, {} CPU kernels\n",
              rows.size(), o.layers, o.dim, o.heads, o.short_conv, o.vocab,
              o.lr_given ? fmt::format("{}", o.lr) : "per kind (softmax 3e-3, linear and MHLA 2e-3)", o.epochs,
-             (o.train_examples + o.batch - 1) / o.batch * o.epochs, o.batch * 4);
+             (o.train_examples + o.batch - 1) / o.batch * o.epochs, o.batch * 4, omp_get_max_threads(),
+             cpu_isa_name(cpu_isa()));
   const auto t = std::chrono::steady_clock::now();
   for (Row& r : rows) r.result = run(r.config, dev);
   const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count() / 60;

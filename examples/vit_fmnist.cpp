@@ -107,8 +107,9 @@ BenchRow bench_one(Config o, const std::string& attn, Device dev) {
 }
 
 int run_bench(const Config& o, Device dev) {
-  fmt::print("vit_fmnist --bench {}: batch {}, dim {}, depth {}, heads {}, on {}, {} threads, {} matmuls; median ms per "
-             "step\n", o.bench, o.batch, o.dim, o.depth, o.heads, dev, omp_get_max_threads(), o.precision);
+  fmt::print("vit_fmnist --bench {}: batch {}, dim {}, depth {}, heads {}, on {}, {} threads, {} CPU kernels, {} matmuls; "
+             "median ms per step\n", o.bench, o.batch, o.dim, o.depth, o.heads, dev, omp_get_max_threads(),
+             cpu_isa_name(cpu_isa()), o.precision);
   print_bench_header("img/s", dev);
   return run_bench_rows(o.attn, dev, [&](const std::string& attn) { return bench_one(o, attn, dev); });
 }
@@ -195,8 +196,8 @@ int run_train(Config o, Device dev) {
     return vit::EvalStats{s[0] / total, s[1] / total};
   };
   fmt::print("vit_fmnist: {} attention, {} parameters, {} epochs x {} steps of {} images, {} process(es) x {} threads, {} "
-             "matmuls\n", o.attn, trainer.model->num_parameters(), o.epochs, steps_per_epoch, o.batch,
-             dist::world().size, omp_get_max_threads(), o.precision);
+             "CPU kernels, {} matmuls\n", o.attn, trainer.model->num_parameters(), o.epochs, steps_per_epoch, o.batch,
+             dist::world().size, omp_get_max_threads(), cpu_isa_name(cpu_isa()), o.precision);
 
   // Where the run stands: the epoch and batch to do next, this epoch's running sums, the clock.
   int64_t epoch = 0, batch = 0, correct = 0, seen = 0;

@@ -2,7 +2,6 @@
 
 #include <array>
 
-#include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/error.h"
 #include "linea/tensor/kernel_checks.h"
 #include "linea/tensor/profiler.h"

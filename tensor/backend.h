@@ -235,6 +235,10 @@ class Backend {
 // on a machine without a GPU).
 Backend& backend(Device device);
 
+namespace cpu {
+Backend& instance();  // the CPU backend of the instruction set that runs (tensor/cpu_isa.h)
+}
+
 // A device's backend registers itself here (cuda/ does, from a static initializer in
 // cuda/runtime.cpp), so tensor/ never names another device's code. `provider` is asked each time
 // a tensor on that device type needs kernels; it answers nullptr when the device is absent.

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "linea/tensor/backend.h"
+#include "linea/tensor/cpu_isa.h"
 #include "linea/tensor/creation.h"
 #include "linea/tensor/precision.h"
 #include "linea/tensor/random.h"
@@ -127,8 +128,9 @@ std::string profile_table(const std::vector<ProfileRow>& rows, double step_secon
                      100 * (step_seconds - kernels_s) / step_seconds);
   // The gemm ceiling is measured at the matmul precision in force (bf16 dot products: ~3x float32's).
   const char* precision = matmul_precision() == MatmulPrecision::BF16 ? "bf16" : "float32";
-  out += fmt::format("step {:.2f} ms; ceilings: {:.1f} GFLOP/s ({} matmul 1024^3), {:.1f} GB/s (64 MiB copy)\n",
-                     step_seconds * 1e3, ceilings.gflops, precision, ceilings.gbps);
+  out += fmt::format("step {:.2f} ms; ceilings: {:.1f} GFLOP/s ({} matmul 1024^3), {:.1f} GB/s (64 MiB copy); "
+                     "CPU kernels: {}\n",
+                     step_seconds * 1e3, ceilings.gflops, precision, ceilings.gbps, cpu_isa_name(cpu_isa()));
   return out;
 }
 

@@ -1,13 +1,14 @@
 // The direct float32 gemm (tensor/cpu/gemm_direct.h) against a float64 product: every layout,
 // every tile height (1-6 rows) and vector tail of its blocking, K across its blocks, padded leading
-// dimensions, storing or adding to c, for each kernel this CPU runs (AVX2, and AVX-512 where
-// present); and matmul, which takes it for weight-gradient shapes, on such a product.
+// dimensions, storing or adding to c, for each kernel the ISA that runs has (AVX2, and AVX-512
+// where it runs); each ISA's policy of where matmul takes it; and matmul on such products.
 #include <cmath>
 #include <vector>
 
 #include "gemm_start.h"
 #include "helpers.h"
 #include "linea/tensor/cpu/gemm_direct.h"
+#include "linea/tensor/cpu_isa.h"
 
 using namespace linea;
 
@@ -77,11 +78,12 @@ TEST_CASE("gemm_direct: every layout, tile height, vector tail and K block again
       }
 }
 
-TEST_CASE("gemm_direct: a kernel the CPU does not run is refused, not executed") {
-  if (cpu::direct_gemm_isa() == cpu::DirectIsa::Avx512) return;  // every kernel runs here
+TEST_CASE("gemm_direct: a kernel the ISA that runs does not have is refused, not executed") {
+  const CpuIsaGuard avx2(CpuIsa::Avx2);  // at most AVX2, whatever the CPU
   float x = 1, y = 0;
   CHECK_THROWS_WITH_AS(cpu::gemm_direct(false, false, 1, 1, 1, &x, 1, &x, 1, &y, 1, {}, cpu::DirectIsa::Avx512),
-                       doctest::Contains("does not run"), Error);
+                       doctest::Contains("[gemm_direct] the AVX-512 kernel does not run under cpu_isa() = "), Error);
+  CHECK(y == 0);
 }
 
 TEST_CASE("gemm_direct: a's sums are refused unless a is read transposed") {
@@ -94,33 +96,51 @@ TEST_CASE("gemm_direct: a's sums are refused unless a is read transposed") {
   CHECK(sums == 0);
 }
 
+// Each ISA's own policy (direct_gemm_pays: where its kernel was measured faster than OpenBLAS),
+// asked under every ISA this CPU runs.
+TEST_CASE("gemm_direct: each ISA's policy of where the direct kernel pays") {
+  struct Case {
+    bool ta, tb;
+    int64_t M, N, K;
+    bool avx2, avx512;  // the policy's answer under each kernel; generic has none
+  };
+  const Case cases[] = {
+      {false, false, 1024, 1024, 1024, false, false},  // OpenBLAS's: N > 512
+      // MHLA's untransposed block products: AVX2 (on AVX-512 OpenBLAS's small-matrix kernels are faster)
+      {false, false, 16, 17, 16, true, false},
+      {true, false, 48, 40, 512, false, true},  // a short weight gradient: AVX-512 only
+      // Small products with B read transposed (attention's and MHLA's tiles); on AVX-512 not when A
+      // has fewer than 16 rows and fewer rows than B has columns (B's copy shared by too few rows).
+      {false, true, 16, 16, 16, true, true},
+      {false, true, 16, 32, 32, true, true},
+      {false, true, 4, 32, 32, true, false},
+      // The ViT's layers, one thread's half: forward, input gradient, weight gradient's half of K.
+      {false, true, 4096, 192, 64, true, true},
+      {false, false, 4096, 64, 192, true, true},
+      {true, false, 192, 64, 4096, true, true},
+      // The char-GPT's MLP output, K = 512 on both; K = 1024 on AVX-512 only.
+      {false, true, 384, 128, 512, true, true},
+      {false, true, 384, 128, 1024, false, true},
+      // Its wide layers (one thread's half of the rows) on both; its weight gradients (half of K)
+      // on AVX-512 only.
+      {false, true, 384, 512, 128, true, true},
+      {false, false, 384, 512, 128, true, true},
+      {true, false, 512, 128, 384, false, true},
+      {true, false, 128, 512, 384, false, true},
+      {false, true, 384, 1024, 128, false, false},
+  };
+  for (CpuIsa isa : {CpuIsa::Generic, CpuIsa::Avx2, CpuIsa::Avx512}) {
+    if (isa > detected_cpu_isa()) continue;
+    const CpuIsaGuard cap(isa);
+    for (const Case& c : cases) {
+      const bool expected = isa == CpuIsa::Avx512 ? c.avx512 : isa == CpuIsa::Avx2 ? c.avx2 : false;
+      INFO(std::string(cpu_isa_name(isa)), ": ta ", c.ta, " tb ", c.tb, " [", c.M, ", ", c.N, ", ", c.K, "]");
+      CHECK(cpu::direct_gemm_pays(c.ta, c.tb, c.M, c.N, c.K) == expected);
+    }
+  }
+}
+
 TEST_CASE("gemm_direct: matmul takes it where it pays and gets the float64 product") {
-  const bool avx512 = cpu::direct_gemm_isa() == cpu::DirectIsa::Avx512;
-  CHECK_FALSE(cpu::direct_gemm_pays(false, false, 1024, 1024, 1024));  // OpenBLAS's: N > 512
-  const bool avx2 = cpu::direct_gemm_isa() == cpu::DirectIsa::Avx2;
-  // MHLA's untransposed block products take it on AVX2 (on AVX-512 OpenBLAS's small-matrix kernels
-  // are faster); the weight gradients only on AVX-512.
-  CHECK(cpu::direct_gemm_pays(false, false, 16, 17, 16) == avx2);
-  CHECK(cpu::direct_gemm_pays(true, false, 48, 40, 512) == avx512);
-  // A small product with B read transposed (attention's and MHLA's tiles) takes it on either
-  // kernel; on AVX-512 not when A has fewer than 16 rows and fewer rows than B has columns (B's
-  // copy shared by too few rows).
-  CHECK(cpu::direct_gemm_pays(false, true, 16, 16, 16) == cpu::has_direct_gemm());
-  CHECK(cpu::direct_gemm_pays(false, true, 16, 32, 32) == cpu::has_direct_gemm());
-  CHECK(cpu::direct_gemm_pays(false, true, 4, 32, 32) == avx2);
-  // The ViT's layers, one thread's half: forward, input gradient, weight gradient's half of K.
-  CHECK(cpu::direct_gemm_pays(false, true, 4096, 192, 64) == cpu::has_direct_gemm());
-  CHECK(cpu::direct_gemm_pays(false, false, 4096, 64, 192) == cpu::has_direct_gemm());
-  CHECK(cpu::direct_gemm_pays(true, false, 192, 64, 4096) == cpu::has_direct_gemm());
-  // The char-GPT's MLP output, K = 512: on both; K = 1024 on AVX-512 only.
-  CHECK(cpu::direct_gemm_pays(false, true, 384, 128, 512) == cpu::has_direct_gemm());
-  CHECK(cpu::direct_gemm_pays(false, true, 384, 128, 1024) == avx512);
-  // Its wide layers and weight gradients, on AVX-512 (one thread's half of rows, half of K).
-  CHECK(cpu::direct_gemm_pays(false, true, 384, 512, 128) == avx512);
-  CHECK(cpu::direct_gemm_pays(false, false, 384, 512, 128) == avx512);
-  CHECK(cpu::direct_gemm_pays(true, false, 512, 128, 384) == avx512);
-  CHECK(cpu::direct_gemm_pays(true, false, 128, 512, 384) == avx512);
-  CHECK_FALSE(cpu::direct_gemm_pays(false, true, 384, 1024, 128));
   Generator gen(3);
   // dW = dYᵀ·X for [512, 48] activations: a transposed A, K = 512.
   const Tensor dy = randn({512, 48}, gen), x = randn({512, 40}, gen);

@@ -26,7 +26,6 @@
 // strides (head_rows.h): the heads of the attention's packed [B, N, 3·H·d] projection and of the
 // [B, N, H·dv] output stay where they lie, with no copies into [B·H, N, e] blocks around the kernels.
 #include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -34,14 +33,16 @@
 #include <vector>
 
 #include "linea/tensor/cpu/blas.h"
-#include "linea/tensor/cpu/cpu_backend.h"
-#include "linea/tensor/cpu/fetch_ahead.h"
 #include "linea/tensor/cpu/gemm_direct.h"
-#include "linea/tensor/cpu/head_rows.h"
-#include "linea/tensor/cpu/vec_math.h"
 #include "linea/tensor/kernel_checks.h"
 
-namespace linea::cpu {
+#include "linea/tensor/cpu/isa_begin.h"
+#include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/cpu/fetch_ahead.h"
+#include "linea/tensor/cpu/head_rows.h"
+#include "linea/tensor/cpu/vec_math.h"
+
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 namespace {
 
@@ -433,4 +434,6 @@ void CpuBackend::attention_backward(const Tensor& q, const Tensor& k, const Tens
   });
 }
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS
+
+#include "linea/tensor/cpu/isa_end.h"

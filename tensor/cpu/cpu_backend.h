@@ -1,10 +1,13 @@
-// The CPU implementation of the kernel interface. Its methods are spread over one file per kernel
-// family: cpu_memory.cpp (allocate/copy/fill), cpu_elementwise.cpp, cpu_reduce.cpp, cpu_norm.cpp,
-// cpu_matmul.cpp (OpenBLAS), cpu_index.cpp.
+// The CPU implementation of the kernel interface, one copy per instruction set (isa_begin.h). Its
+// methods are spread over one file per kernel family: cpu_memory.cpp (allocate/copy/fill),
+// cpu_elementwise.cpp, cpu_reduce.cpp, cpu_norm.cpp, cpu_matmul.cpp (OpenBLAS), cpu_index.cpp.
 #pragma once
+#ifndef LINEA_ISA_NS
+#error "a kernel header: include linea/tensor/cpu/isa_begin.h first"
+#endif
 #include "linea/tensor/backend.h"
 
-namespace linea::cpu {
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 class CpuBackend final : public Backend {
  public:
@@ -71,6 +74,6 @@ class CpuBackend final : public Backend {
                           const Tensor& dk, const Tensor& dv) override;
 };
 
-CpuBackend& instance();
+Backend& backend();  // this ISA's CpuBackend; cpu::instance() (backend.h) picks the one that runs
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS

@@ -11,12 +11,14 @@
 #include <limits>
 #include <type_traits>
 
+#include "linea/tensor/kernel_checks.h"
+
+#include "linea/tensor/cpu/isa_begin.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/strided.h"
 #include "linea/tensor/cpu/vec_math.h"
-#include "linea/tensor/kernel_checks.h"
 
-namespace linea::cpu {
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 namespace {
 
@@ -184,4 +186,6 @@ void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, con
   });
 }
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS
+
+#include "linea/tensor/cpu/isa_end.h"

@@ -5,14 +5,15 @@
 // would abort the program. index_add and scatter_add accumulate repeated indices, so they only
 // parallelise over the dims that are not indexed: two threads never add into the same element.
 #include <omp.h>
-
 #include <algorithm>
 
-#include "linea/tensor/cpu/cpu_backend.h"
-#include "linea/tensor/cpu/strided.h"
 #include "linea/tensor/kernel_checks.h"
 
-namespace linea::cpu {
+#include "linea/tensor/cpu/isa_begin.h"
+#include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/cpu/strided.h"
+
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 namespace {
 
@@ -165,4 +166,6 @@ void CpuBackend::scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, 
   });
 }
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS
+
+#include "linea/tensor/cpu/isa_end.h"

@@ -10,11 +10,13 @@
 #include <cmath>
 #include <limits>
 
-#include "linea/tensor/cpu/cpu_backend.h"
-#include "linea/tensor/cpu/vec_math.h"
 #include "linea/tensor/fused_checks.h"
 
-namespace linea::cpu {
+#include "linea/tensor/cpu/isa_begin.h"
+#include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/cpu/vec_math.h"
+
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 namespace {
 
@@ -105,4 +107,6 @@ void CpuBackend::cross_entropy_backward(const Tensor& x, const Tensor& target, c
   });
 }
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS
+
+#include "linea/tensor/cpu/isa_end.h"

@@ -6,19 +6,20 @@
 // straight to cblas_?gemm; only other layouts are copied. Batches are either folded into M (one
 // big gemm: the x[B,T,C] @ W[C,N] of every linear layer) or looped over.
 #include <omp.h>
-
 #include <algorithm>
 #include <type_traits>
 #include <vector>
 
 #include "linea/tensor/cpu/blas.h"
-#include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/gemm_bf16.h"
 #include "linea/tensor/cpu/gemm_direct.h"
 #include "linea/tensor/kernel_checks.h"
 #include "linea/tensor/precision.h"
 
-namespace linea::cpu {
+#include "linea/tensor/cpu/isa_begin.h"
+#include "linea/tensor/cpu/cpu_backend.h"
+
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 namespace {
 
@@ -196,4 +197,6 @@ void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out,
   });
 }
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS
+
+#include "linea/tensor/cpu/isa_end.h"

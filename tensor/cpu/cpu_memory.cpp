@@ -1,24 +1,18 @@
-#include <malloc.h>
-
 #include <cstdlib>
 #include <cstring>
 
 #include "linea/tensor/cpu/cpu_allocator.h"
-#include "linea/tensor/cpu/cpu_backend.h"
-#include "linea/tensor/cpu/strided.h"
 #include "linea/tensor/error.h"
 
-namespace linea::cpu {
+#include "linea/tensor/cpu/isa_begin.h"
+#include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/cpu/strided.h"
 
-CpuBackend& instance() {
-  static CpuBackend b = [] {
-    // Training allocates and frees the same large activation buffers every step. By default
-    // glibc serves big blocks with mmap and returns freed memory to the OS, so each step pays
-    // page faults again (measured: ~20% of an MHLA fwd+bwd at N=16384). Keep them in the heap.
-    mallopt(M_MMAP_THRESHOLD, 256 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    return CpuBackend{};
-  }();
+namespace linea::cpu::inline LINEA_ISA_NS {
+
+// This ISA's backend; cpu::instance() (cpu_isa.cpp) picks the one that runs.
+Backend& backend() {
+  static CpuBackend b;
   return b;
 }
 
@@ -73,4 +67,6 @@ void CpuBackend::fill(const Tensor& dst, double value) {
   });
 }
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS
+
+#include "linea/tensor/cpu/isa_end.h"

@@ -18,15 +18,17 @@
 #include <vector>
 
 #include "linea/tensor/cpu/blas.h"
-#include "linea/tensor/cpu/cpu_backend.h"
-#include "linea/tensor/cpu/fetch_ahead.h"
 #include "linea/tensor/cpu/gemm_direct.h"
-#include "linea/tensor/cpu/head_rows.h"
-#include "linea/tensor/cpu/vec_math.h"
 #include "linea/tensor/error.h"
 #include "linea/tensor/fused_checks.h"
 
-namespace linea::cpu {
+#include "linea/tensor/cpu/isa_begin.h"
+#include "linea/tensor/cpu/cpu_backend.h"
+#include "linea/tensor/cpu/fetch_ahead.h"
+#include "linea/tensor/cpu/head_rows.h"
+#include "linea/tensor/cpu/vec_math.h"
+
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 namespace {
 
@@ -595,4 +597,6 @@ void CpuBackend::mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v
   });
 }
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS
+
+#include "linea/tensor/cpu/isa_end.h"

@@ -16,17 +16,18 @@
 // partials are added at the end: no atomics, and the same thread count gives the same bits. A
 // thread sums kRowBlock rows in T, then adds that block's sums into its partials in double.
 #include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "linea/tensor/kernel_checks.h"
+
+#include "linea/tensor/cpu/isa_begin.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/strided.h"
 #include "linea/tensor/cpu/vec_math.h"
-#include "linea/tensor/kernel_checks.h"
 
-namespace linea::cpu {
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 namespace {
 
@@ -226,4 +227,6 @@ void CpuBackend::rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tenso
   });
 }
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS
+
+#include "linea/tensor/cpu/isa_end.h"

@@ -11,12 +11,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "linea/tensor/fused_checks.h"
+
+#include "linea/tensor/cpu/isa_begin.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/fetch_ahead.h"
 #include "linea/tensor/cpu/vec_math.h"
-#include "linea/tensor/fused_checks.h"
 
-namespace linea::cpu {
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 namespace {
 
@@ -126,4 +128,6 @@ void CpuBackend::scale_all(const std::vector<Tensor>& xs, double factor) {
   }
 }
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS
+
+#include "linea/tensor/cpu/isa_end.h"

@@ -4,10 +4,12 @@
 #include <type_traits>
 
 #include "linea/tensor/counter_rng.h"
-#include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/fused_checks.h"
 
-namespace linea::cpu {
+#include "linea/tensor/cpu/isa_begin.h"
+#include "linea/tensor/cpu/cpu_backend.h"
+
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 void CpuBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
   fused_checks::random_out(out);
@@ -24,4 +26,6 @@ void CpuBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offse
   });
 }
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS
+
+#include "linea/tensor/cpu/isa_end.h"

@@ -8,7 +8,6 @@
 //     updating a block of running States, so memory is always read sequentially, never strided.
 // float sums accumulate in double, so a million-element float32 sum keeps ~7 correct digits.
 #include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -16,12 +15,14 @@
 #include <type_traits>
 #include <vector>
 
+#include "linea/tensor/kernel_checks.h"
+
+#include "linea/tensor/cpu/isa_begin.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/vec_math.h"
 #include "linea/tensor/cpu/strided.h"
-#include "linea/tensor/kernel_checks.h"
 
-namespace linea::cpu {
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 namespace {
 
@@ -300,4 +301,6 @@ void CpuBackend::softmax_backward(const Tensor& y, const Tensor& dy, const Tenso
   });
 }
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS
+
+#include "linea/tensor/cpu/isa_end.h"

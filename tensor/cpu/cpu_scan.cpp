@@ -6,10 +6,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/fused_checks.h"
 
-namespace linea::cpu {
+#include "linea/tensor/cpu/isa_begin.h"
+#include "linea/tensor/cpu/cpu_backend.h"
+
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 namespace {
 
@@ -49,4 +51,6 @@ void CpuBackend::cumsum(const Tensor& x, const Tensor& out, int64_t outer, int64
   });
 }
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS
+
+#include "linea/tensor/cpu/isa_end.h"

@@ -9,13 +9,16 @@
 // fetched for writing (a first store to a line out of cache waits for it to be read in). A burst
 // of all of them at the start of a task did not pay: it stalls on the miss buffers.
 #pragma once
+#ifndef LINEA_ISA_NS
+#error "a kernel header: include linea/tensor/cpu/isa_begin.h first"
+#endif
 #include <omp.h>
 
 #include <cstdint>
 
 #include "linea/tensor/cpu/head_rows.h"
 
-namespace linea::cpu {
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 class FetchAhead {
  public:
@@ -73,4 +76,4 @@ inline TaskRange my_tasks(int64_t n) {
   return {n * t / nt, n * (t + 1) / nt};
 }
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "linea/tensor/cpu/blas.h"
+#include "linea/tensor/cpu_isa.h"
 
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm512_undefined_*() (GCC bug 105593).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -222,11 +223,7 @@ void rounded_copy(bool trans, int64_t rows, int64_t cols, const float* x, int64_
 
 float round_to_bf16(float x) { return rounded(x); }
 
-bool has_bf16_kernel() {
-  static const bool yes = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl");
-  return yes;
-}
+bool has_bf16_kernel() { return cpu_isa() == CpuIsa::Avx512Bf16; }
 
 void gemm_bf16_rounded_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
                              const float* b, int64_t ldb, float* c, int64_t ldc, const GemmAddend<float>& add) {

@@ -38,7 +38,7 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a
 void gemm_bf16_rounded_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
                              const float* b, int64_t ldb, float* c, int64_t ldc, const GemmAddend<float>& add = {});
 
-// Whether this CPU runs gemm_bf16 on the AVX512-BF16 kernel.
+// Whether gemm_bf16 runs on the AVX512-BF16 kernel: cpu_isa() is Avx512Bf16 (tensor/cpu_isa.h).
 bool has_bf16_kernel();
 
 // x rounded to the nearest bfloat16 (ties to even), as a float.

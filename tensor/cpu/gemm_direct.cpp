@@ -1,29 +1,38 @@
-// The direct float32 gemm (gemm_direct.h): which kernel this CPU runs, where it beats OpenBLAS,
-// and the scratch for a transposed B. The kernels are gemm_direct_avx512.cpp and
-// gemm_direct_avx2.cpp, one template (gemm_direct_kernel.h) compiled for each instruction set.
+// The direct float32 gemm (gemm_direct.h): which kernel runs (the ISA's, tensor/cpu_isa.h), where
+// it beats OpenBLAS, and the scratch for a transposed B. The kernels are gemm_direct_isa.cpp's
+// AVX-512 and AVX2 copies of one template (gemm_direct_kernel.h).
 #include "linea/tensor/cpu/gemm_direct.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "linea/tensor/cpu/gemm_direct_kernel.h"
+#include "linea/tensor/cpu_isa.h"
 #include "linea/tensor/error.h"
 
 namespace linea::cpu {
 
-// Defined in the per-ISA files; `bp` is scratch for KC·(N + 64) floats (pack_b).
-void gemm_direct_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
+// gemm_direct_isa.cpp's kernels; `bp` is scratch for kDirectKc·(N + 64) floats (pack_b).
+#if defined(LINEA_MULTI_ISA)
+namespace avx512 {
+void gemm_direct_kernel(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
                         const float* b, int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr,
                         const float* bias, float* bp, double* a_sums);
-void gemm_direct_avx2(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
-                      const float* b, int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr,
-                      const float* bias, float* bp, double* a_sums);
+}
+namespace avx2 {
+void gemm_direct_kernel(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
+                        const float* b, int64_t ldb, float* c, int64_t ldc, const float* r, int64_t ldr,
+                        const float* bias, float* bp, double* a_sums);
+}
+#endif
 
 DirectIsa direct_gemm_isa() {
-  static const DirectIsa isa = __builtin_cpu_supports("avx512f")                                   ? DirectIsa::Avx512
-                               : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? DirectIsa::Avx2
-                                                                                                   : DirectIsa::None;
-  return isa;
+  switch (cpu_isa()) {
+    case CpuIsa::Avx512Bf16:
+    case CpuIsa::Avx512: return DirectIsa::Avx512;
+    case CpuIsa::Avx2: return DirectIsa::Avx2;
+    case CpuIsa::Generic: break;
+  }
+  return DirectIsa::None;
 }
 
 bool has_direct_gemm() { return direct_gemm_isa() != DirectIsa::None; }
@@ -72,13 +81,16 @@ void gemm_direct(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float*
                  int64_t ldb, float* c, int64_t ldc, Addend add, DirectIsa isa, double* a_sums) {
   const bool runs = isa == DirectIsa::Avx512 ? direct_gemm_isa() == DirectIsa::Avx512
                                              : isa == DirectIsa::Avx2 && has_direct_gemm();
-  LINEA_CHECK(runs, "[gemm_direct] this CPU does not run the requested kernel");
+  LINEA_CHECK(runs, "[gemm_direct] the {} kernel does not run under cpu_isa() = {}",
+              isa == DirectIsa::Avx512 ? "AVX-512" : isa == DirectIsa::Avx2 ? "AVX2" : "(none)", cpu_isa_name(cpu_isa()));
   LINEA_CHECK(!a_sums || ta, "[gemm_direct] a's sums are for a read transposed (a weight gradient) only");
   thread_local std::vector<float> bp;  // b's block in column strips (pack_b); kept, so no allocation per call
-  bp.resize(std::max(bp.size(), size_t(direct_kernel::KC * (N + 64))));  // 64: the widest strip
+  bp.resize(std::max(bp.size(), size_t(kDirectKc * (N + 64))));  // 64: the widest strip
+#if defined(LINEA_MULTI_ISA)
   if (isa == DirectIsa::Avx512)
-    gemm_direct_avx512(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, add.r, add.ldr, add.bias, bp.data(), a_sums);
-  else gemm_direct_avx2(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, add.r, add.ldr, add.bias, bp.data(), a_sums);
+    avx512::gemm_direct_kernel(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, add.r, add.ldr, add.bias, bp.data(), a_sums);
+  else avx2::gemm_direct_kernel(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, add.r, add.ldr, add.bias, bp.data(), a_sums);
+#endif
 }
 
 }  // namespace linea::cpu

@@ -17,9 +17,11 @@
 
 namespace linea::cpu {
 
+constexpr int64_t kDirectKc = 256;  // the deepest block of B's rows: gemm_direct's scratch is kDirectKc·(N + 64) floats
+
 // The kernels, widest first; None where the CPU has neither AVX-512F nor AVX2 + FMA.
 enum class DirectIsa { None, Avx2, Avx512 };
-DirectIsa direct_gemm_isa();  // the widest this CPU runs
+DirectIsa direct_gemm_isa();  // the kernel of the ISA that runs (tensor/cpu_isa.h)
 bool has_direct_gemm();       // direct_gemm_isa() != None
 
 // What a product is added to (Backend::gemm's residual and bias): r [M, N] (rows ldr apart; r = c

@@ -1,19 +1,20 @@
 // The direct gemm's kernel, written once over a vector type (gemm_direct.h says what it does and
-// why). Instantiated only by gemm_direct_avx512.cpp and gemm_direct_avx2.cpp (gemm_direct.cpp reads
-// KC for the scratch size), each compiled for its own instruction set with a traits struct `Vec`:
+// why). Instantiated only by gemm_direct_isa.cpp, in its AVX-512 and AVX2 copies, each with a
+// traits struct `Vec`:
 //   Vec::reg  the register type; Vec::W its lanes; Vec::mask a lane mask for a row's tail
 //   zero(), load(p), load(p, m), set1(x), fma(a, b, c), add(a, b), store(p, v), store(p, m, v)
 //   tail_mask(n): the first n lanes (1 <= n <= W)
 //   transpose8(src, lds, dst, ldd): dst[j*ldd + i] = src[i*lds + j] for i, j < 8
-// Nothing else may be used here: a function from the standard library instantiated in one of those
-// files could be emitted with its instructions and picked by the linker for the whole program.
 #pragma once
-#include <cstdint>
+#ifndef LINEA_ISA_NS
+#error "a kernel header: include linea/tensor/cpu/isa_begin.h first"
+#endif
+#include "linea/tensor/cpu/gemm_direct.h"
 
-namespace linea::cpu::direct_kernel {
+namespace linea::cpu::inline LINEA_ISA_NS::direct_kernel {
 
 constexpr int MR = 6;         // a tile of C: up to 6 rows x NV vectors
-constexpr int64_t KC = 256;   // the deepest block of B's rows (kc_max), for the scratch's size
+constexpr int64_t KC = kDirectKc;  // the deepest block of B's rows (kc_max)
 constexpr int64_t MC = 120;   // A's block: its rows (under 128 KB) stay in L2 across every column strip
 
 // Rows in a block of B: a strip of them (kc x NR floats) stays in L1 for every tile, 32 KB on
@@ -254,4 +255,4 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int
   }
 }
 
-}  // namespace linea::cpu::direct_kernel
+}  // namespace linea::cpu::inline LINEA_ISA_NS::direct_kernel

@@ -3,12 +3,15 @@
 // projection where they lie, through the strides, instead of copying them into [B·H, N, e] blocks.
 // The last dim must have unit stride (the backend contract, tensor/backend.h).
 #pragma once
+#ifndef LINEA_ISA_NS
+#error "a kernel header: include linea/tensor/cpu/isa_begin.h first"
+#endif
 #include <cstdint>
 #include <type_traits>
 
 #include "linea/tensor/tensor.h"
 
-namespace linea::cpu {
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 // Pair bh = (b, h)'s token t starts at pair(bh) + t * ld. P is T or const T.
 template <class P>
@@ -23,4 +26,4 @@ struct Rows {
   P* row(int64_t bh, int64_t t) const { return pair(bh) + t * ld; }
 };
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS

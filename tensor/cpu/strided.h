@@ -3,6 +3,9 @@
 // the run's start, run length, each operand's inner stride). Contiguous operands come through as
 // one long run, so kernels keep a tight inner loop; long loops are split over OpenMP threads.
 #pragma once
+#ifndef LINEA_ISA_NS
+#error "a kernel header: include linea/tensor/cpu/isa_begin.h first"
+#endif
 #include <omp.h>
 
 #include <algorithm>
@@ -12,7 +15,7 @@
 
 #include "linea/tensor/shape.h"
 
-namespace linea::cpu {
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 // Elementwise work below this many elements stays on one thread: spawning costs more than it saves.
 inline constexpr int64_t kParallelGrain = 32768;
@@ -107,4 +110,4 @@ void for_each_run(const Shape& shape, const std::array<const Strides*, K>& st, F
   }
 }
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS

@@ -3,11 +3,14 @@
 // gemm's own time on softmax attention's K and V tiles, N = 64). Included only by the files
 // compiled with AVX2 or AVX-512 enabled (gemm_direct_avx2.cpp, gemm_direct_avx512.cpp).
 #pragma once
+#ifndef LINEA_ISA_NS
+#error "a kernel header: include linea/tensor/cpu/isa_begin.h first"
+#endif
 #include <immintrin.h>
 
 #include <cstdint>
 
-namespace linea::cpu {
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 // dst[j*ldd + i] = src[i*lds + j] for i, j < 8.
 inline void transpose8x8(const float* src, int64_t lds, float* dst, int64_t ldd) {
@@ -29,4 +32,4 @@ inline void transpose8x8(const float* src, int64_t lds, float* dst, int64_t ldd)
   }
 }
 
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS

@@ -8,6 +8,9 @@
 // erfc(z) = exp(-z^2) erfcx(z) then carries exp's error at -z^2 too: < 4e-6 relative for z up to
 // 9.2 (z^2's own rounding, amplified by the exp), < 3e-7 for z < 3.
 #pragma once
+#ifndef LINEA_ISA_NS
+#error "a kernel header: include linea/tensor/cpu/isa_begin.h first"
+#endif
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -15,7 +18,7 @@
 #include <limits>
 #include <type_traits>
 
-namespace linea::cpu {
+namespace linea::cpu::inline LINEA_ISA_NS {
 
 inline float exp_f32(float x) {
   constexpr float hi = 88.72283905206835f;  // ln(FLT_MAX): above, +inf
@@ -130,4 +133,4 @@ T vexp(T x) {
   if constexpr (std::is_same_v<T, float>) return exp_f32(x);
   else return std::exp(x);
 }
-}  // namespace linea::cpu
+}  // namespace linea::cpu::inline LINEA_ISA_NS
