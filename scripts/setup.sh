@@ -9,6 +9,10 @@ packages=(libopenblas-dev libopenblas0-openmp doctest-dev libfmt-dev zlib1g-dev)
 packages+=(libopenmpi-dev openmpi-bin)
 # examples/data/plot.h (attention_lab, plot_metrics): libpng for heatmaps, gnuplot for line plots.
 packages+=(libpng-dev gnuplot-nox)
+# tests/isa/emulated.sh: the kernels on emulated CPUs without AVX-512 (x86-64 only).
+if [ "$(uname -m)" = x86_64 ]; then
+  packages+=(qemu-user)
+fi
 # Debian package that provides each tool, for when a tool is missing.
 declare -A tool_package=([cmake]=cmake [g++]=g++ [make]=make)
 # `setup.sh fuzz` (make fuzz): clang, its libFuzzer/sanitizer runtimes and its OpenMP too.

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("CPU kernels: %s\n", linea::cpu_isa_name(linea::cpu_isa()).data());
+  std::fflush(stdout);  // before anything can crash
   doctest::Context context(argc, argv);
   return context.run();
 }
