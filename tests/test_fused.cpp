@@ -214,7 +214,7 @@ TEST_CASE("multi-tensor AdamW equals per-parameter AdamW bit for bit, and the pr
         fused.step();
         for (auto& opt : per) opt->step();
       }
-      // The same formula as the kernel, compiled here without the library's -march=native (so
+      // The same formula as the kernel, compiled here for the baseline, not the kernel's ISA (so
       // possibly without FMAs): equal within rounding.
       const std::vector<T> got = values<T>(all[3].detach());
       const double rel = std::is_same_v<T, float> ? 1e-5 : 1e-13;

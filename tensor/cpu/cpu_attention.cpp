@@ -35,12 +35,13 @@
 #include "linea/tensor/cpu/blas.h"
 #include "linea/tensor/cpu/gemm_direct.h"
 #include "linea/tensor/kernel_checks.h"
+#include "linea/tensor/cpu/vec_math.h"
 
 #include "linea/tensor/cpu/isa_begin.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/fetch_ahead.h"
 #include "linea/tensor/cpu/head_rows.h"
-#include "linea/tensor/cpu/vec_math.h"
+#include "linea/tensor/cpu/lane_sums.h"
 
 namespace linea::cpu::inline LINEA_ISA_NS {
 

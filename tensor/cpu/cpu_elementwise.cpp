@@ -3,7 +3,7 @@
 //
 // Every kernel has the same shape: for_each_run (strided.h) hands over runs along the innermost
 // dim and splits big tensors over OpenMP threads. Inside a run, contiguous operands get a plain
-// indexed loop that -O3 -march=native vectorises; broadcast operands (stride 0) are hoisted out of
+// indexed loop that -O3 vectorises for each ISA (isa_begin.h); broadcast operands (stride 0) are hoisted out of
 // the loop; anything else takes the strided loop. The op is picked by a switch *outside* the loop,
 // so each inner loop is one small lambda the compiler inlines. The formulas are ops.h's tables,
 // shared with the CUDA kernels.
@@ -12,11 +12,31 @@
 #include <type_traits>
 
 #include "linea/tensor/kernel_checks.h"
+#include "linea/tensor/cpu/vec_math.h"
+
+namespace linea::cpu {
+namespace {
+// The CPU's libm for the formulas of ops.h: float32 exp and erfc are vec_math.h's polynomials,
+// which GCC vectorises (libm's are scalar calls); everything else, and float64, is libm. Compiled
+// for the baseline like ops.h, whose formulas call it: they inline into each ISA's kernels.
+struct CpuMath {
+  template <class T> static T exp(T v) { return vexp(v); }
+  template <class T> static T erfc_tail(T z, T e) {
+    if constexpr (std::is_same_v<T, float>) return e * erfcx_f32(z);
+    else return std::erfc(z);
+  }
+  template <class T> static T log(T v) { return std::log(v); }
+  template <class T> static T log1p(T v) { return std::log1p(v); }
+  template <class T> static T sqrt(T v) { return std::sqrt(v); }
+  template <class T> static T tanh(T v) { return std::tanh(v); }
+  template <class T> static T pow(T v, T p) { return std::pow(v, p); }
+};
+}  // namespace
+}  // namespace linea::cpu
 
 #include "linea/tensor/cpu/isa_begin.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/strided.h"
-#include "linea/tensor/cpu/vec_math.h"
 
 namespace linea::cpu::inline LINEA_ISA_NS {
 
@@ -95,20 +115,6 @@ T param(double v) {
   return static_cast<T>(v);
 }
 
-// The CPU's libm for the formulas of ops.h: float32 exp and erfc are vec_math.h's polynomials,
-// which GCC vectorises (libm's are scalar calls); everything else, and float64, is libm.
-struct CpuMath {
-  template <class T> static T exp(T v) { return vexp(v); }
-  template <class T> static T erfc_tail(T z, T e) {
-    if constexpr (std::is_same_v<T, float>) return e * erfcx_f32(z);
-    else return std::erfc(z);
-  }
-  template <class T> static T log(T v) { return std::log(v); }
-  template <class T> static T log1p(T v) { return std::log1p(v); }
-  template <class T> static T sqrt(T v) { return std::sqrt(v); }
-  template <class T> static T tanh(T v) { return std::tanh(v); }
-  template <class T> static T pow(T v, T p) { return std::pow(v, p); }
-};
 
 // The table entry of ops.h for op, run over every element when T is in its domain.
 template <class T>

@@ -11,10 +11,11 @@
 #include <limits>
 
 #include "linea/tensor/fused_checks.h"
+#include "linea/tensor/cpu/vec_math.h"
 
 #include "linea/tensor/cpu/isa_begin.h"
 #include "linea/tensor/cpu/cpu_backend.h"
-#include "linea/tensor/cpu/vec_math.h"
+#include "linea/tensor/cpu/lane_sums.h"
 
 namespace linea::cpu::inline LINEA_ISA_NS {
 
@@ -33,7 +34,7 @@ void ce_forward_rows(const T* x, const int64_t* tgt, int64_t rows, int64_t C, in
       continue;
     }
     const T* xr = x + r * C;
-    // The max and the sums (in double) in kLanes fixed lanes (vec_math.h's lane_sum): under `omp
+    // The max and the sums (in double) in kLanes fixed lanes (lane_sums.h's lane_sum): under `omp
     // simd reduction` GCC 12 left the max a scalar loop and fed the double sums one exp at a time
     // ([768, 65], the char-GPT's logits, warm: 1 thread 95 -> 68 us, 2 threads 55 -> 47 us).
     T mx[kLanes];

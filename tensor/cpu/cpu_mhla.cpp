@@ -21,12 +21,13 @@
 #include "linea/tensor/cpu/gemm_direct.h"
 #include "linea/tensor/error.h"
 #include "linea/tensor/fused_checks.h"
+#include "linea/tensor/cpu/vec_math.h"
 
 #include "linea/tensor/cpu/isa_begin.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/fetch_ahead.h"
 #include "linea/tensor/cpu/head_rows.h"
-#include "linea/tensor/cpu/vec_math.h"
+#include "linea/tensor/cpu/lane_sums.h"
 
 namespace linea::cpu::inline LINEA_ISA_NS {
 
@@ -148,10 +149,10 @@ void load_features(const T* x, int64_t rows, int64_t w, T eps, T* out) {
   for (int64_t i = 0; i < rows * w; ++i) out[i] = phi<fm>(x[i], eps);
 }
 
-// Σ_x a[x]·b[x] in independent lanes (vec_math.h's lane_sum: 16 floats, one zmm). The same loop
+// Σ_x a[x]·b[x] in independent lanes (lane_sums.h's lane_sum: 16 floats, one zmm). The same loop
 // under `omp simd reduction` stayed one scalar chain of dependent adds inside these kernels (GCC
 // 12): the causal dW's dot products over d·dv took 42% of a forward + backward at N = 16384. With
-// eight lanes, GCC 12 built for AVX-512 (-march=native on Zen 4) interleaved two iterations per
+// eight lanes, GCC 12 built for AVX-512 on Zen 4 interleaved two iterations per
 // zmm through vpermt2ps: 18.6% of a ViT layer's MHLA time; 16 lanes took its backward from
 // 0.192-0.198 to 0.151-0.154 ms per 32 pairs (1 thread, L3-warm, session 19). On AVX2 the two ran
 // alike (0.195 vs 0.197 ms, session 18).

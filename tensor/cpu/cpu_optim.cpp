@@ -12,11 +12,12 @@
 #include <cmath>
 
 #include "linea/tensor/fused_checks.h"
+#include "linea/tensor/cpu/vec_math.h"
 
 #include "linea/tensor/cpu/isa_begin.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 #include "linea/tensor/cpu/fetch_ahead.h"
-#include "linea/tensor/cpu/vec_math.h"
+#include "linea/tensor/cpu/lane_sums.h"
 
 namespace linea::cpu::inline LINEA_ISA_NS {
 

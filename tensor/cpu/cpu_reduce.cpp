@@ -16,10 +16,11 @@
 #include <vector>
 
 #include "linea/tensor/kernel_checks.h"
+#include "linea/tensor/cpu/vec_math.h"
 
 #include "linea/tensor/cpu/isa_begin.h"
 #include "linea/tensor/cpu/cpu_backend.h"
-#include "linea/tensor/cpu/vec_math.h"
+#include "linea/tensor/cpu/lane_sums.h"
 #include "linea/tensor/cpu/strided.h"
 
 namespace linea::cpu::inline LINEA_ISA_NS {
