@@ -6,9 +6,10 @@
 #   make lm      char-level GPT with causal MHLA on the King James Bible (prepared once), then a sample
 #   make mqar    associative recall (Zoology's MQAR): softmax vs linear vs MHLA at 4, 8, 16 key-value pairs
 #   make bench   the kernel benchmarks (bench/) and the examples' training-step benchmarks
-#   make bench-peer  the examples' training steps next to PyTorch's on the same models (bench/peer/;
-#                needs `pip install torch`, says so and stops cleanly without it;
-#                PEER_ARGS="--precision bf16" times linea with bf16 dot products)
+#   make bench-peer  the examples' training steps next to PyTorch's on the same models, eager and under
+#                torch.compile, compile seconds apart (bench/peer/; needs `pip install torch`, says so
+#                and stops cleanly without it; PEER_ARGS="--precision bf16" times linea with bf16 dot
+#                products, PEER_ARGS=--no-compile skips torch.compile for a quick run)
 #   make lab     attention_lab: rank and entropy of softmax / linear / MHLA maps, heatmaps and plots
 #                in runs/lab/ (docs/attention.md), on make train's and make lm's checkpoints if present
 #   make build   setup + configure + build everything;  make clean  removes the build dir

@@ -29,11 +29,23 @@ the nearest PyTorch has to linea's `--precision bf16`.
 --device cuda builds everything on the GPU (torch.set_default_device) and synchronises it before
 each clock read, as linea's `--device cuda --bench` does.
 
-Prints one line: `params N step_ms_median X` (plus the individual times with --verbose).
+--compile times the same step with torch.compile: the model through torch.compile(model) (forward
+and, through AOTAutograd, backward), and the gradient clipping plus AdamW's step in one function
+under torch.compile, as PyTorch's "Compiling the optimizer with torch.compile" recipe does for
+opt.step() (zero_grad, loss.item() and the mix projection stay eager). On the CPU inductor emits
+C++ (it needs a C++ compiler, g++ here) vectorised for the ISA ATEN_CPU_CAPABILITY names, else
+the best this CPU has. It warms up until a step compiles nothing new (at least 3 steps), then
+times; `compile_s` is the warm-up's wall time beyond that many steady steps (inductor's on-disk
+cache, /tmp/torchinductor_$USER, makes a repeat run's compile shorter). If compiling fails it
+prints `compile_failed <reason>` and exits 3.
+
+Prints one line: `params N step_ms_median X` (plus `compile_s S inductor_isa I` with --compile, and
+the individual times with --verbose).
 """
 import argparse
 import math
 import statistics
+import sys
 import time
 
 import torch
@@ -196,6 +208,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model and the optimizer step")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -209,42 +222,82 @@ def main():
         model, batch = ViT(a.attn), 128
         x, y = torch.randn(batch, 1, 32, 32), torch.randint(0, 10, (batch,))
         wd, clip, smoothing = 0.05, 1.0, 0.1
-        loss_fn = lambda: F.cross_entropy(model(x), y, label_smoothing=smoothing)
+        loss_fn = lambda: F.cross_entropy(fwd(x), y, label_smoothing=smoothing)
     else:
         model, batch = GPT(a.attn), 12
         x, y = torch.randint(0, 65, (batch, 64)), torch.randint(0, 65, (batch, 64))
         wd, clip = 0.1, 1.0
-        loss_fn = lambda: F.cross_entropy(model(x).view(-1, 65), y.view(-1))
+        loss_fn = lambda: F.cross_entropy(fwd(x).view(-1, 65), y.view(-1))
     named = list(model.named_parameters())
     groups = [{"params": [p for n, p in named if not no_decay(n, p)], "weight_decay": wd},
               {"params": [p for n, p in named if no_decay(n, p)], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.99 if a.model == "gpt" else 0.999))
     attns = [m for m in model.modules() if isinstance(m, Attention)]
 
+    def update():
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+
+    fwd = model
+    if a.compile:
+        fwd = torch.compile(model)
+        update = torch.compile(update)
+
     def step():
         with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
             loss = loss_fn()
         loss.item()
         loss.backward()
-        if clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
+        update()
         opt.zero_grad(set_to_none=True)
         for m in attns:
             m.project_mix()
 
-    for _ in range(3):
-        step()
-    times = []
-    for _ in range(a.bench):
+    def timed_step():
         sync()
         t = time.perf_counter()
         step()
         sync()
-        times.append((time.perf_counter() - t) * 1e3)
+        return (time.perf_counter() - t) * 1e3
+
+    warm = []
+    if a.compile:
+        try:
+            from torch._dynamo.utils import counters
+            graphs = lambda: counters["stats"]["unique_graphs"]
+            graphs()
+        except Exception:  # private API: without it, a fixed warm-up of 10 steps
+            graphs = None
+        try:
+            while len(warm) < 30:
+                before = graphs() if graphs else None
+                warm.append(timed_step())
+                if len(warm) >= (3 if graphs else 10) and (graphs is None or graphs() == before):
+                    break
+        except Exception as e:
+            why = " ".join(f"{type(e).__name__}: {e}".split())
+            print(f"compile_failed {why[:300]}", flush=True)
+            sys.exit(3)
+    else:
+        for _ in range(3):
+            step()
+    times = [timed_step() for _ in range(a.bench)]
+    median = statistics.median(times)
     params = sum(p.numel() for p in model.parameters())
-    print(f"params {params} step_ms_median {statistics.median(times):.2f}")
+    line = f"params {params} step_ms_median {median:.2f}"
+    if a.compile:
+        try:
+            from torch._inductor.cpu_vec_isa import pick_vec_isa
+            isa = (str(pick_vec_isa()) or "none") if a.device == "cpu" else a.device
+        except Exception:
+            isa = "unknown"
+        compile_s = max(0.0, (sum(warm) - len(warm) * median) / 1e3)
+        line += f" compile_s {compile_s:.2f} inductor_isa {isa.replace(' ', '+')}"
+    print(line)
     if a.verbose:
+        if warm:
+            print("warm-up ms:", " ".join(f"{t:.1f}" for t in warm))
         print("step ms:", " ".join(f"{t:.1f}" for t in times))
 
 
