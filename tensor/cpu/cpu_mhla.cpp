@@ -59,9 +59,9 @@ Dims check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, co
 }
 
 // n heads x N tokens of e values from one layout to another: token t of head h at src[h·sh + t·st]
-// and dst[h·dh + t·dt], non-overlapping. The switch on e is taken once per call: with it inside a
-// per-row helper GCC kept that helper out of line, and its calls and reloads of the strides took
-// 19% of an MHLA layer's forward and backward at 16 dims (perf of a scratch driver, session 18).
+// and dst[h·dh + t·dt], non-overlapping. The switch on e is taken once per call: inside a per-row
+// helper, GCC keeps that helper out of line and reloads the strides on every call (measured:
+// docs/benchmarks.md, "MHLA's CPU kernels").
 template <int E, class T>
 void copy_heads_fixed(const T* __restrict src, int64_t sh, int64_t st, T* __restrict dst, int64_t dh, int64_t dt,
                       int64_t n, int64_t N) {
@@ -84,8 +84,7 @@ void copy_heads(const T* src, int64_t sh, int64_t st, T* dst, int64_t dh, int64_
 // Pairs bh0 .. bh0+n-1 as packed [N, e] blocks one after another: in place when x is contiguous,
 // else gathered into buf token by token, so that the heads of a [B, N, H·e] projection (n = H:
 // all heads of one batch) are read as one sequential sweep. The gathers cost about what the
-// copies they replace did: one ViT layer's kernels at 1 thread, contiguous inputs against token-
-// major ones, forward 1.64 vs 2.06 ms, backward 3.67 vs 4.51 ms (a scratch driver, session 12).
+// copies they replace would (measured: docs/benchmarks.md, "MHLA's CPU kernels").
 template <class T>
 const T* gather(const Rows<const T>& x, int64_t bh0, int64_t n, int64_t N, std::vector<T>& buf) {
   if (x.contiguous) return x.pair(bh0);
@@ -150,12 +149,9 @@ void load_features(const T* x, int64_t rows, int64_t w, T eps, T* out) {
 }
 
 // Σ_x a[x]·b[x] in independent lanes (lane_sums.h's lane_sum: 16 floats, one zmm). The same loop
-// under `omp simd reduction` stayed one scalar chain of dependent adds inside these kernels (GCC
-// 12): the causal dW's dot products over d·dv took 42% of a forward + backward at N = 16384. With
-// eight lanes, GCC 12 built for AVX-512 on Zen 4 interleaved two iterations per
-// zmm through vpermt2ps: 18.6% of a ViT layer's MHLA time; 16 lanes took its backward from
-// 0.192-0.198 to 0.151-0.154 ms per 32 pairs (1 thread, L3-warm, session 19). On AVX2 the two ran
-// alike (0.195 vs 0.197 ms, session 18).
+// under `omp simd reduction` stays one scalar chain of dependent adds inside these kernels (GCC 12),
+// and with eight lanes GCC 12 for AVX-512 interleaves two iterations per zmm through vpermt2ps;
+// 16 lanes avoid both (measured: docs/benchmarks.md, "MHLA's CPU kernels").
 template <class T>
 T dot(const T* __restrict a, const T* __restrict b, int64_t n) {
   return lane_sum<T>(n, [&](int64_t x) { return a[x] * b[x]; });
@@ -169,8 +165,8 @@ void column(const T* a, int64_t rows, int64_t lda, int64_t c, T* out) {
 }
 
 // The row loops of the non-causal pair, each over restrict pointers: written inline on the scratch
-// vectors, which GCC must assume may alias, their sums were stored and reloaded per row. One ViT
-// layer's backward (16 dims, 1 thread, L3-warm) 0.195 -> 0.186 ms per 32 pairs (session 18).
+// vectors, which GCC must assume may alias, their sums would be stored and reloaded per row
+// (measured: docs/benchmarks.md, "MHLA's CPU kernels").
 
 // z = Σ_t f_t · x[t, :] over rows of x [rows, d]; f_t = 1 without f. Summed 16 columns at a time
 // in a local array, which stays in registers: summed into z itself, every row stored z and loaded
@@ -400,10 +396,9 @@ void divide_rows(const T* u, int64_t N, int64_t dv, T eps, T* o, T* r) {
 // ---- the drivers: pairs on OpenMP threads, each task's rows gathered and scattered as needed
 
 // A non-causal task fetches what its successor reads while it computes (fetch_ahead.h): the rows of
-// q, k, v (and in the backward out, the gradient, s and sh). Measured in the ViT's training steps,
-// per layer, in-process A/B, 2 threads, Zen 4: forward 916 -> 818 us, backward 1808 -> 1554 us (in
-// a noisy spell: 7-20% in every run). Fetching what a task writes (out, s, sh, dq) gained nothing,
-// and the causal tasks gained nothing from any of it (their backward up to 36% slower).
+// q, k, v (and in the backward out, the gradient, s and sh). Fetching what a task writes (out, s,
+// sh, dq) does not pay, and the causal tasks do not fetch: it slows their backward (measured:
+// docs/benchmarks.md, "MHLA's CPU kernels").
 template <FeatureMap fm, class T>
 void forward(const Dims& g, const Backend::MHLAArgs& a, Rows<const T> Q, Rows<const T> K, Rows<const T> V, const T* w,
              Rows<T> O, T* s, T* sh, T* r) {
