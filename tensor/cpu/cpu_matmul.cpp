@@ -30,11 +30,10 @@ constexpr int64_t kSmallGemm = 256 * 256 * 256;
 constexpr int64_t kMinParallelWork = 64 * 64 * 64;
 
 // c's rows set to zero before a product that adds into them (and to r + bias by gemm_direct.h's
-// write_addend, where the product has a start). OpenBLAS with beta = 0 first
-// zeroes c in a pass of its own (sgemm_beta, 5% of a ViT step in `perf`), which costs more than
-// these stores just ahead of the product. Measured on a Zen 3 EPYC, 2 threads, each thread its half
-// of the rows: [8192, 64]·[64, 64]ᵀ 0.71 ms with beta = 0, 0.60 with zeroed rows and beta = 1, and
-// with a bias 0.60 against 0.98 for the product and then a separate add (as a linear layer did).
+// write_addend, where the product has a start). OpenBLAS with beta = 0 first zeroes c in a pass of
+// its own (sgemm_beta), which costs more than these stores just ahead of the product; a bias written
+// here costs less than a separate add after it (measured: docs/benchmarks.md, "The CPU GEMM around
+// BLAS").
 template <class T>
 void zero_rows(int64_t M, int64_t N, T* c, int64_t ldc) {
   for (int64_t i = 0; i < M; ++i, c += ldc) std::fill(c, c + N, T(0));
@@ -95,12 +94,8 @@ void gemm_split_k(int nt, bool bf16, bool tb, int64_t M, int64_t N, int64_t K, c
 }
 
 // Whether a weight gradient [M, N] over K rows splits over K (gemm_split): float32 where the direct
-// kernel takes each thread's slice, bf16 where K is much the longest side. Measured on a Zen 4 EPYC
-// (session 19), 2 threads, against a split by rows: the ViT's [8192, 64..192]ᵀ·[8192, 64..128]
-// together 10.35-11.35 -> 8.78-10.42 ms per step (5 alternations); with bf16 the char-GPT's
-// [768, 384]ᵀ·[768, 128] and [768, 128]ᵀ·[768, 512] ran 0.82-0.96x split over K (bench_matmul), so
-// they stay split by rows. In float32 they split over K on AVX-512 (the direct kernel takes their
-// halves since session 20: 175-191 -> 215-218 GFLOP/s in bench_matmul).
+// kernel takes each thread's slice, bf16 where K is much the longest side (shorter bf16 ones, like
+// the char-GPT's, run faster split by rows). Measured: docs/benchmarks.md, "The CPU GEMM around BLAS".
 bool splits_over_k(bool bf16, bool tb, int64_t M, int64_t N, int64_t K) {
   const int nt = omp_get_max_threads();
   if (nt == 1 || omp_in_parallel() || M * N * K < kMinParallelWork) return false;
@@ -109,8 +104,8 @@ bool splits_over_k(bool bf16, bool tb, int64_t M, int64_t N, int64_t K) {
 
 // One gemm on every thread: each thread multiplies its own block of rows of a (or, for a short
 // wide product, columns of b) with single-threaded BLAS (OpenBLAS runs serially inside a parallel
-// region). OpenBLAS's own threading splits the skinny products of small models badly: measured
-// here, [8192,64]@[64,192] took 2.6 ms with its 2 threads and 1.05 ms split by rows.
+// region). OpenBLAS's own threading splits the skinny products of small models badly (measured:
+// docs/benchmarks.md, "The CPU GEMM around BLAS").
 template <class T>
 void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
                 int64_t ldb, T* c, int64_t ldc, const GemmAddend<T>& s) {
@@ -121,11 +116,9 @@ void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, co
   // A weight gradient (a read transposed, K long, a small output). Where the direct kernel takes
   // each thread's slice of K, the threads split K: each reads only its rows of a and b (a row split
   // reads all of b on every thread) into its own partial product, and the partials are added in
-  // thread order. Measured on a Zen 3 EPYC at 2 threads, operands flushed from cache, against
-  // OpenBLAS's own threads: 1.11-1.2x on the ViT's [8192, 64..192]ᵀ·[8192, 64..128] (session 15).
-  // Otherwise OpenBLAS's own threads split it better than rows of C do, since each row block
-  // repacks all of b: 1.05-1.5x on the ViT's and the char-GPT's dW products (before the direct
-  // kernel took them).
+  // thread order; this beats OpenBLAS's own threads. Otherwise OpenBLAS's own threads split it
+  // better than rows of C do, since each row block repacks all of b (measured: docs/benchmarks.md,
+  // "The CPU GEMM around BLAS").
   // With bf16 the same split, each thread packing only its slice of both operands.
   if constexpr (std::is_same_v<T, float>)
     if (ta && splits_over_k(bf16, tb, M, N, K)) return gemm_split_k(nt, bf16, tb, M, N, K, a, lda, b, ldb, c, ldc, s);
