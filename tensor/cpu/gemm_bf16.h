@@ -15,9 +15,8 @@
 // BF16 *allows* the rounding, as cuBLAS's FAST_16BF does: matmul's products of fewer than
 // kBf16MinProduct multiply-adds (MHLA's 16x16x17 block matrices, thousands per step) stay float32,
 // because converting and packing them costs more than the faster dot products save; so do products
-// at most kBf16MinColumns wide, which fill half the kernel's 32 columns or less: the ViT's patch-
-// embedding weight gradient [64, 4096]ᵀ·[4096, 16] took 128 us against the float32 direct kernel's
-// 78 (0.61x; N = 8 0.57x, N = 24 1.19x; one thread, warm, Zen 4, session 19).
+// at most kBf16MinColumns wide, which fill half the kernel's 32 columns or less and run slower
+// than the float32 direct kernel (measured: docs/benchmarks.md, "bf16 products").
 #pragma once
 #include <cstdint>
 

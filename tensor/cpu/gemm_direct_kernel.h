@@ -19,10 +19,8 @@ constexpr int64_t MC = 120;   // A's block: its rows (under 128 KB) stay in L2 a
 
 // Rows in a block of B: a strip of them (kc x NR floats) stays in L1 for every tile, 32 KB on
 // AVX-512 at 128 rows, 16 KB on AVX2 at 256, where the deeper block lets a K <= 256 product pass
-// over C once instead of twice. Measured on a Zen 3 EPYC: MHLA's 4x4x272 mix 0.44 -> 0.41 us
-// (one thread, warm); the ViT's [8192, 192]·[192, 64] 1.38-1.69 -> 1.36-1.49 ms (2 threads, operands
-// flushed from cache). A weight gradient (A transposed, K long) keeps 128: its [4096, 64..192]ᵀ·
-// [4096, 64..128] ran 1.1-1.2x slower at 256.
+// over C once instead of twice. A weight gradient (A transposed, K long) keeps 128, where it runs
+// faster. Measured: docs/benchmarks.md, "The direct GEMM's tiles and blocks".
 template <class Vec>
 constexpr int64_t kc_max(bool ta) {
   return ta || Vec::W > 8 ? 128 : KC;
@@ -32,9 +30,9 @@ constexpr int64_t kc_max(bool ta) {
 // tile's vectors per row, VB a vector's bytes):
 // - Ahead: a weight gradient's next block of K, p + 64·k, into L2 for reading (in gemm below);
 // - NextC: the next tile of C, for writing, row k / V and vector k % V. The first store to a line
-//   not in cache waits for it to be read in; fetched a tile ahead, it is there. A [384, 128]·
-//   [128, 384..512] product with C out of cache took 400 -> 342 and 534 -> 476 us (1 thread, q25 of
-//   100, Zen 4), about what it takes with C in cache, from which it loses under 1%;
+//   not in cache waits for it to be read in; fetched a tile ahead, it is there, and a product with
+//   C out of cache runs about as fast as with C in cache (measured: docs/benchmarks.md, "The direct
+//   GEMM's tiles and blocks");
 // - NoAhead: nothing. The tiny products (MHLA's, attention's) take it, so that their loops carry
 //   neither the test nor the argument.
 struct Ahead {
@@ -64,8 +62,9 @@ struct NoAhead {
 // accumulates) and bias[j] where bias is not null, added to the sum as one value r + bias (the
 // rounding of a start value written into C before the product). With a(i, k) at a[i*ai + k*ak].
 // Unless Full, the lanes of the last vector past C's edge are masked off by `tail`. A full tile
-// uses no masked loads or stores: on Zen 3 a masked store (vmaskmovps) is microcoded, and with
-// every tile's last vector masked the attention kernels' 64x64x16 tiles ran 1.2x slower (session 15).
+// uses no masked loads or stores: on Zen 3 a masked store (vmaskmovps) is microcoded, and masking
+// every tile's last vector slows the attention kernels' tiles (measured: docs/benchmarks.md, "The
+// direct GEMM's tiles and blocks").
 template <class Vec, int R, int V, bool Full, class P>
 void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, int64_t ldb, float* c, int64_t ldc,
           const float* r, int64_t ldr, const float* bias, typename Vec::mask tail, P ahead) {
@@ -168,7 +167,8 @@ void pack_b(bool tb, const float* b, int64_t ldb, int64_t pc, int64_t kc, int64_
 
 // A non-transposed B is read in place below this many rows of A (too few tiles share a strip to pay
 // for its copy: MHLA's 16-row block products) and for a weight gradient (A transposed), whose B
-// is the long operand streamed once: packed, [8192, 64..192]ᵀ·[8192, 64..128] ran 0.85-1.0x.
+// is the long operand streamed once, and packing it does not pay (measured: docs/benchmarks.md,
+// "The direct GEMM's tiles and blocks").
 constexpr int64_t kPackRows = 64;
 
 // c[M,N] = a[M,K]·b[K,N] + r + bias as in gemm_direct. `bp` is scratch for KC·(N + NR) floats. The
