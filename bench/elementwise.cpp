@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
       {"add xw+b (row broadcast)", 2 * mat + vec, [&] { (void)(xw + b); }},
       {"gelu erf", 2 * mat, [&] { (void)gelu(h); }},
       {"gelu erf backward", 3 * mat, [&] { (void)activation_backward(BinaryOp::GeluErfBackward, x, h); }},
-      // What training runs since session 16: y and f'(x) in one pass, then the backward's product.
+      // What training runs: y and f'(x) in one pass, then the backward's product.
       {"gelu erf + grad", 3 * mat, [&] { backend(Device::cpu()).activation_with_grad(UnaryOp::GeluErf, h, y2, d2); }},
       {"gelu backward g*f'(x)", 3 * mat, [&] { (void)(x * d2); }},
       {"gelu tanh", 2 * mat, [&] { (void)gelu(h, GeluApprox::Tanh); }},

@@ -71,8 +71,8 @@ struct Saved {
 };
 
 // q or k as φ and φ' read them: a contiguous copy of a packed projection's third. Read in place
-// (its rows 3·H·d apart), relu's backward took 5.4 ms per ViT step against 2.2 ms for the rows
-// of a separate [B, N, H·d] projection.
+// (its rows 3·H·d apart) they make relu's backward over twice as slow (measured:
+// docs/benchmarks.md, "Linear attention").
 Tensor rows(const Tensor& x, int64_t packed) { return packed ? x.contiguous() : x; }
 
 // inputs: {q, k, v}, or with packed = H > 0 the packed projection {qkv} (detail::qkv_function).
@@ -152,7 +152,7 @@ Tensor chunkwise(const char* op, const std::vector<Tensor>& inputs, int64_t pack
 // per pair (sh_i = Σ_{j<i} W_ij S_j and dW are products with the M×M mixing matrix, where the
 // composition's prefix sums are O(M)); against the rest, 4N·d·dv + 2N·C·(d + dv) (spec §4), it
 // stays smaller up to M = 4C = 64 chunks at any head width. Longer sequences keep the composition.
-// The char-GPT (64 tokens, 4 chunks): 38.8 → 35.5 ms per step (README, session 15).
+// Measured: docs/benchmarks.md, "Linear attention".
 constexpr int64_t kKernelChunk = 16, kKernelMaxChunks = 4 * kKernelChunk;
 // The widest head, with V's ones column, that every backend's kernels take (CUDA: 128).
 constexpr int64_t kKernelMaxHeadDim = 128;
@@ -213,8 +213,8 @@ Tensor kernel_causal_normalised(const char* op, const std::vector<Tensor>& input
 // Non-causal linear attention on the device's MHLA kernels: MHLA with one block of all N tokens
 // and W = [1] (spec §5.1 with M = 1), whose output and normaliser are linear attention's. Run as
 // the public mhla ops, so q, k, v are read where they lie and the packed form's gradient is one
-// buffer. Measured on the ViT (64 tokens, head dim 16), one step against the composition:
-// 0.90-0.93x the time (session 15).
+// buffer; a step takes less time than with the composition (measured: docs/benchmarks.md, "Linear
+// attention").
 Tensor kernel_noncausal(const std::vector<Tensor>& inputs, int64_t packed, const detail::Heads& h,
                         const LinearAttentionOptions& opts) {
   const Tensor one = ones({1, 1}, Options(h[0].dtype(), h[0].device()));
