@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# The GPU check of linea, in one call on a lent H200 (see docs/cuda.md): build with CUDA, run the
-# whole test suite (the gpu_* tests must RUN there, not skip), then the benchmarks, and print a
-# short table last. Full logs go to /tmp/gpu-check, and as one gpu-check-logs.tgz into $OUT when the
-# device tool sets it. Meant to finish in ~8 minutes: the optional steps after the benchmarks
-# (the GPU-vs-CPU training trace, bf16 steps, PyTorch on the same GPU, compute-sanitizer) start
-# only before DEADLINE seconds (default 450), and no step runs past HARD (560), so the summary
-# always prints inside the device tool's 600 s.
+# The GPU check of linea, in one call on a machine with a Hopper GPU (sm_90: H100, H200; see
+# docs/cuda.md): build with CUDA, run the whole test suite (the gpu_* tests must RUN there, not
+# skip), then the benchmarks, and print a short table last. Full logs go to /tmp/gpu-check, and as
+# one gpu-check-logs.tgz into $OUT when $OUT is set. Meant to finish in ~8 minutes: the optional
+# steps after the benchmarks (the GPU-vs-CPU training trace, bf16 steps, PyTorch on the same GPU,
+# compute-sanitizer) start only before DEADLINE seconds (default 450), and no step runs past HARD
+# (560), so the summary always prints within 600 s (a ten-minute job limit).
 #
-#   scripts/gpu-check.sh --fetch-deps   HERE, first: downloads the Debian packages linea builds
-#                                       with (fmt, doctest, OpenBLAS, zlib headers) into .deps/,
-#                                       since the device machine can reach no package registry,
-#                                       and the char-GPT's corpus (../shared does not travel)
-#   scripts/gpu-check.sh                THERE, through the device tool, carrying .deps:
+#   scripts/gpu-check.sh --fetch-deps   first, on a machine with network access: downloads the
+#                                       Debian packages linea builds with (fmt, doctest, OpenBLAS,
+#                                       zlib headers) into .deps/, for a GPU machine that can reach
+#                                       no package registry, and copies the char-GPT's corpus
+#                                       from ../shared/data/tinyshakespeare.txt into .deps/
+#   scripts/gpu-check.sh                on the GPU machine, with .deps/ copied along with the
+#                                       checkout; through a job runner that copies git-ignored
+#                                       paths on request, for example:
 #       run(command="scripts/gpu-check.sh", carry=[".deps"], timeout_s=600)
 #
 # Exit status: 0 when everything passed; 1 when a step failed or a gpu_* test was skipped.
@@ -72,7 +75,7 @@ nvidia-smi -L | tee "$LOG/nvidia-smi.log" || fail "nvidia-smi"
 note "gpu   $(nvidia-smi -L 2> /dev/null | head -n 1)"
 note "host  $(nproc) cores, nvcc $(nvcc --version 2> /dev/null | grep -o 'release [0-9.]*'), $(c++ --version | head -n 1)"
 
-# ---- dependencies carried as .deb files (the device image has nvcc and CMake, not fmt/OpenBLAS)
+# ---- dependencies brought as .deb files (for an image with nvcc and CMake but not fmt/OpenBLAS)
 CMAKE_DEPS=()
 if ls .deps/*.deb > /dev/null 2>&1; then
   DEPS=/tmp/linea-deps
