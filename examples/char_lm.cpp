@@ -2,7 +2,7 @@
 // causal MHLA attention, trained on the CPU in minutes.
 //
 //   char_lm                                  MHLA on the King James Bible (scripts/prepare_data.sh kjv)
-//   char_lm --attn softmax --data ../shared/data/tinyshakespeare.txt
+//   char_lm --attn softmax --data tinyshakespeare.txt   any plain-text file, e.g. nanoGPT's corpus
 //   char_lm --resume runs/char_lm_mhla/checkpoint.safetensors          continue, step for step
 //   char_lm --load runs/char_lm_mhla/checkpoint.safetensors --sample 500   sample only
 //   char_lm --bench 20 --attn all            median time per training step of each attention kind
