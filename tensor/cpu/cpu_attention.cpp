@@ -108,11 +108,8 @@ void query_rows(int64_t N, int64_t h, const float* st, int64_t ld, const float* 
 
 // The softmax loops walk the query rows in blocks of kLanes (one AVX-512 vector), each block down
 // the key rows c it meets: per-row state (max, sum, D) stays in the block's lanes and every
-// access is a whole vector, where loops from r = c on had a scalar tail per key row. Char-GPT
-// layer (12 x 4 pairs of 64 tokens, d = 32, causal), 2 threads, warm, min of 300: forward 163 -> 145
-// us, backward 311 -> 286 us, the same bits; with P kept for the backward, forward 141 us,
-// backward 211 us (the ViT's 128 x 4 pairs of 64 tokens, d = 16: forward 1.39 -> 1.35 ms,
-// backward 2.43 -> 1.90 ms).
+// access is a whole vector, with no scalar tail per key row (measured: docs/benchmarks.md,
+// "Softmax attention's CPU kernels").
 constexpr int64_t kLanes = 16;
 int64_t lanes_ld(int64_t N) { return (N + kLanes - 1) / kLanes * kLanes; }
 int64_t probs_size(int64_t N) { return N * lanes_ld(N); }  // a pair's P (or scores), transposed
@@ -138,10 +135,9 @@ int64_t key_steps(const Problem& p) {
 
 // o = softmax(s·QKᵀ)V and L for one (batch·head) pair; st (N·lanes_ld(N) floats: the saved
 // probabilities, or scratch) receives P, transposed: st[c][r] = P[r][c], zero where masked.
-// `ahead` fetches the next pair's P block and O rows for writing and its q, k, v rows for reading.
-// Measured in the training steps, per layer, in-process A/B, 2 threads, Zen 4: P and O, char-GPT
-// 181 -> 169 us, ViT 1.75-1.78 -> 1.68-1.71 ms; q, k, v as well, ViT 1.72 -> 1.51 ms (its [8192,
-// 192] projection is 3 MB a thread, past L2), char-GPT within noise (0.6 MB a thread, still in L2).
+// `ahead` fetches the next pair's P block and O rows for writing and its q, k, v rows for reading
+// (which pays where a thread's share of the projection is past L2, as the ViT's is). Measured:
+// docs/benchmarks.md, "Softmax attention's CPU kernels".
 void tile_forward(const Problem& p, const Rows<const float>& Q, const Rows<const float>& K,
                   const Rows<const float>& V, const Rows<float>& O, int64_t bh, float* L, float* st,
                   FetchAhead& ahead) {
@@ -201,13 +197,10 @@ void row_dots(const Rows<const T>& O, const Rows<const T>& G, int64_t bh, int64_
 
 // The gradients of one (batch·head) pair from the forward's P (pt, as tile_forward left it); dst
 // is scratch for N·lanes_ld(N) floats; `ahead` fetches the next pair's P and q, k, v rows into L2,
-// all saved by the forward long before. Measured as the forward's: P alone, char-GPT 324-327 ->
-// 316-323 us, ViT 2.50 -> 2.32-2.34 ms; then q, k, v, char-GPT 311 -> 268 us, ViT 2.51 -> 2.09 ms.
-// Fetching dQ, dK, dV for writing made it 13% slower (with P and the scratch, L1 is full), into L2
-// or fetching dO gained nothing. D = rowsum(dO∘O) is taken as rowsum(P∘dP), the same sum
+// all saved by the forward long before. dQ, dK, dV are not fetched for writing (with P and the
+// scratch, L1 is full), nor dO. D = rowsum(dO∘O) is taken as rowsum(P∘dP), the same sum
 // (O = PV, so dO·o_r = Σ_c P[r][c] dO_r·v_c), down the key rows like the rest: no horizontal sums
-// and no read of O (backward, 1 thread, warm: char-GPT layer 424 -> 410 us, ViT layer 4.6-4.9 ->
-// 4.1-4.5 ms).
+// and no read of O. Measured: docs/benchmarks.md, "Softmax attention's CPU kernels".
 void tile_backward(const Problem& p, const Rows<const float>& Q, const Rows<const float>& K,
                    const Rows<const float>& V, const Rows<const float>& G, const Rows<float>& DQ,
                    const Rows<float>& DK, const Rows<float>& DV, int64_t bh, const float* pt, float* dst,
@@ -408,7 +401,8 @@ void flash_backward(const Problem& p, const Rows<const T>& Q, const Rows<const T
 }  // namespace
 
 // The one-tile form keeps P: at N <= 128 a pair's is at most 64 KB, and the backward then skips
-// recomputing S = q kᵀ and its exps (char-GPT layer, 1 thread, warm: backward 557 -> 468 us).
+// recomputing S = q kᵀ and its exps (measured: docs/benchmarks.md, "Softmax attention's CPU
+// kernels").
 int64_t CpuBackend::attention_probs_size(int64_t N, DType dtype) const {
   return dtype == DType::Float32 && transposed_tile(N) ? probs_size(N) : 0;
 }
