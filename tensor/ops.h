@@ -55,8 +55,9 @@ LINEA_HD T sign(T v) {
 }
 
 // 1 / (1 + exp(-x)), stable for every x through IEEE infinities: exp(-x) = inf gives 0, and for
-// large x exp(-x) = 0 gives 1. The branchy "e = exp(-|x|); x >= 0 ? 1/(1+e) : e/(1+e)" ran 4x
-// slower on the CPU on random signs (measured). Requires no -ffinite-math-only.
+// large x exp(-x) = 0 gives 1. The branchy "e = exp(-|x|); x >= 0 ? 1/(1+e) : e/(1+e)" is slower
+// on the CPU on random signs (measured: docs/benchmarks.md, "LayerNorm, lane sums and elementwise
+// math"). Requires no -ffinite-math-only.
 template <class M, class T>
 LINEA_HD T sigmoid(T x) {
   return T(1) / (T(1) + M::exp(-x));

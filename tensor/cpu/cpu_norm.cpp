@@ -5,9 +5,10 @@
 // (sum, sum of squared deviations, write) rather than using one-pass E[x^2] - E[x]^2, which
 // cancels catastrophically for rows like 1e4 + small noise. A row's sums are in its own dtype,
 // taken about its first element (x - x0 is exact for such rows, so the mean and variance keep
-// the noise's digits): in float32 that ran a [8192, 64] forward 2.2x faster than summing in
-// double (measured, one thread), since a row's chain of sums, sqrt and divide is latency-bound and
-// half-width vectors halve it. dweight and dbias, sums over all rows, stay in double.
+// the noise's digits): in float32 that is faster than summing in double, since a row's chain of
+// sums, sqrt and divide is latency-bound and half-width vectors halve it (measured:
+// docs/benchmarks.md, "LayerNorm, lane sums and elementwise math"). dweight and dbias, sums over
+// all rows, stay in double.
 //
 // Backward (as in llm.c's layernorm_backward), with xhat = (x - mean) * rstd and g = dy * weight:
 //   dx      = rstd * (g - mean(g) - xhat * mean(g * xhat))     (RMSNorm: no mean(g) term)
@@ -33,8 +34,8 @@ namespace linea::cpu::inline LINEA_ISA_NS {
 namespace {
 
 // Rows the forward normalises side by side: one row's chain (its sum, mean, variance, rstd) waits on
-// itself, and four rows' chains interleaved ran [768, 128] float32 1.5x faster than one at a time
-// (36 -> 24 us, 1 thread, the same bits).
+// itself, and four rows' chains interleaved run faster than one at a time, with the same bits
+// (measured: docs/benchmarks.md, "LayerNorm, lane sums and elementwise math").
 constexpr int kRows = 4;
 
 // The R rows from row r of the forward.
@@ -90,8 +91,8 @@ void norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 }
 
 // Rows a thread sums in T before adding into its double partials. Converting and adding every row
-// in double took most of the backward's time and kept it from gaining with a second thread:
-// [8192, 64] float32 0.47 ms at 1 thread, 0.55 ms at 2 (a scratch driver on a Zen 3 EPYC).
+// in double takes most of the backward's time and keeps it from gaining with a second thread
+// (measured: docs/benchmarks.md, "LayerNorm, lane sums and elementwise math").
 constexpr int64_t kRowBlock = 16;
 static_assert(kRowBlock % kRows == 0, "the backward flushes its block sums after whole groups of rows");
 

@@ -11,9 +11,9 @@ namespace linea::cpu::inline LINEA_ISA_NS {
 
 // The sum of W lanes as a halving tree: s[k] + s[k + W/2], then the same on those W/2, down to one.
 // For 16 floats (every float32 lane_sum) the halves are vector registers (GCC/clang vector
-// extensions): written as loops over the array, GCC stored the lanes and reloaded them in narrower
-// pieces, stalls on store forwarding in every row of LayerNorm (forward 36 -> 31 us on [768, 128],
-// 1 thread), with the same sums in the same order.
+// extensions): written as loops over the array, GCC stores the lanes and reloads them in narrower
+// pieces, stalls on store forwarding in every row of LayerNorm, with the same sums in the same order
+// (measured: docs/benchmarks.md, "LayerNorm, lane sums and elementwise math").
 template <class A, int W>
 A lane_tree(A* s) {
   if constexpr (std::is_same_v<A, float> && W == 16) {
@@ -47,11 +47,10 @@ A lane_sum(int64_t n, F&& f) {
 }
 
 // lane_sum for R rows at once, out[i] = Σ_j f(i, j): R independent chains where one row's sums
-// wait on each other (LayerNorm's mean, then its variance; 4 rows of [768, 128] at a time ran the
-// forward 1.5x faster than one, 1 thread), each row's sum the bits lane_sum gives.
-// GCC needs the simd hint here (without it [768, 128] LayerNorm ran 2.5x slower); clang built with
-// the sanitizers (make fuzz, make sanitize) cannot vectorise the instrumented loop and would say so
-// for every instantiation.
+// wait on each other (LayerNorm's mean, then its variance), each row's sum the bits lane_sum gives.
+// GCC needs the simd hint here: without it LayerNorm runs much slower (measured: docs/benchmarks.md,
+// "LayerNorm, lane sums and elementwise math"). clang built with the sanitizers (make fuzz, make
+// sanitize) cannot vectorise the instrumented loop and would say so for every instantiation.
 #if defined(__clang__)
 #pragma clang diagnostic push
 #pragma clang diagnostic ignored "-Wpass-failed"
