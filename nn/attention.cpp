@@ -181,9 +181,9 @@ std::pair<F::MHLAOptions, Tensor> MHLA::causal_setup(int64_t N) const {
 }
 
 // One [B, N, 3·dim] product, and mhla_qkv's kernels write dq, dk, dv into the thirds of its
-// gradient, so the projection's backward is one product of each kind. ViT-MHLA profile against
-// three projections: backward GEMMs 39.7 -> 34.5 ms, forward 17.2 -> 15.8 ms. With RoPE, which
-// rotates φ(q) and φ(k) before the op, the causal form keeps three projections (attend()).
+// gradient, so the projection's backward is one product of each kind, faster than three projections
+// (measured: docs/benchmarks.md, "MHLA in the models"). With RoPE, which rotates φ(q) and φ(k)
+// before the op, the causal form keeps three projections (attend()).
 Tensor MHLA::project_and_attend(const Tensor& x) {
   const int64_t N = x.size(1);
   if (!cfg_.causal) return F::mhla_qkv(linear(x, qkv->weight, qkv->bias), heads(), mix, noncausal_options(N));

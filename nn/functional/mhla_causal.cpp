@@ -65,8 +65,8 @@ Tensor features_in_chunks(const Tensor& x, int64_t M, const MHLAOptions& opts) {
 // tiles and tile r multiplies only the columns that can be nonzero (~half the work of one
 // full GEMM). `mixer` is s·W_s already masked; X is [M, F] with F = B·H·d·dv; Y is [M, F].
 // Under kTileMin chunks the product is one GEMM: with a handful of rows each tile is a
-// memory-bound [1..2, k] x [k, F] product run on one thread (the char-GPT's 4 chunks: 2-8 GFLOP/s,
-// about 3 ms of a 55 ms step in these and lower_gram's), and the zero blocks cost little.
+// memory-bound [1..2, k] x [k, F] product run on one thread, and the zero blocks cost little
+// (measured: docs/benchmarks.md, "Other kernels and steps").
 constexpr int64_t kTiles = 8, kTileMin = 32;
 
 int64_t tile_rows(int64_t M) { return M < kTileMin ? M : (M + kTiles - 1) / kTiles; }

@@ -35,8 +35,8 @@ void ce_forward_rows(const T* x, const int64_t* tgt, int64_t rows, int64_t C, in
     }
     const T* xr = x + r * C;
     // The max and the sums (in double) in kLanes fixed lanes (lane_sums.h's lane_sum): under `omp
-    // simd reduction` GCC 12 left the max a scalar loop and fed the double sums one exp at a time
-    // ([768, 65], the char-GPT's logits, warm: 1 thread 95 -> 68 us, 2 threads 55 -> 47 us).
+    // simd reduction` GCC 12 leaves the max a scalar loop and feeds the double sums one exp at a
+    // time (measured: docs/benchmarks.md, "Other kernels and steps").
     T mx[kLanes];
     std::fill(mx, mx + kLanes, -std::numeric_limits<T>::infinity());
     int64_t c = 0;

@@ -51,8 +51,8 @@ void adamw_loop(T* p, const T* g, T* m, T* v, int64_t n, T decay, T beta1, T bet
 
 // f(param) for every parameter: the small ones (most of a small model's, each under kParallelMin
 // elements) spread over the threads, one parameter per thread at a time, the big ones after them
-// split over all threads inside their loop. Measured on the char-GPT (60 parameters, 810k
-// elements): the step took 3.7 ms with every parameter on one thread, at 6 GB/s.
+// split over all threads inside their loop: with every parameter on one thread a small model's step
+// runs far below memory bandwidth (measured: docs/benchmarks.md, "Other kernels and steps").
 template <class P, class F>
 void for_each_param(const std::vector<P>& params, F f) {
   const int64_t n = static_cast<int64_t>(params.size());
@@ -86,8 +86,9 @@ void CpuBackend::sgd_step(const std::vector<SgdParam>& params, double momentum, 
   });
 }
 
-// Each tensor's sum on one thread, the tensors spread over the threads (a model's gradients are many
-// and small: the char-GPT's 52 took 0.12 ms of its step one after another on one thread).
+// Each tensor's sum on one thread, the tensors spread over the threads: a model's gradients are many
+// and small, and one after another on one thread they take a visible part of a step (measured:
+// docs/benchmarks.md, "Other kernels and steps").
 void CpuBackend::sum_squares(const std::vector<Tensor>& xs, const Tensor& out) {
   fused_checks::sum_squares(xs, out);
   const int64_t n = static_cast<int64_t>(xs.size());
@@ -105,9 +106,8 @@ void CpuBackend::sum_squares(const std::vector<Tensor>& xs, const Tensor& out) {
 }
 
 // Elementwise, so the elements of all the tensors are one range, split evenly over the threads in
-// one parallel region. A binary Mul per gradient started a parallel region per gradient: on the
-// char-GPT (52 gradients, 810k elements), clip_grad_norm_ took 0.27-0.34 ms that way against
-// 0.20-0.24 ms now on a quiet machine, and about 1.05 ms against 0.12-0.15 ms in a noisy phase.
+// one parallel region, where a binary Mul per gradient would start a parallel region per gradient
+// (measured: docs/benchmarks.md, "Other kernels and steps").
 void CpuBackend::scale_all(const std::vector<Tensor>& xs, double factor) {
   fused_checks::scale_all(xs, DeviceType::CPU);
   int64_t total = 0;

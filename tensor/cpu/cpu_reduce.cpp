@@ -160,9 +160,9 @@ void reduce_rows(const T* x, typename R::Out* out, int64_t outer, int64_t n) {
 // Column reduction. Work is split into (outer index, block of columns, chunk of rows) tasks; each
 // task streams its row segments through a block of running states that stays in L1. Rows are
 // split into chunks only when there are fewer column blocks than threads (a bias gradient sums
-// [8192, 192] into one block: serial, it took 3-5 ms of a ViT step); the chunks' states are then
-// merged in chunk order. The chunk length does not depend on the thread count, so neither does the
-// result.
+// [8192, 192] into one block, too long for one thread: docs/benchmarks.md, "Other kernels and
+// steps"); the chunks' states are then merged in chunk order. The chunk length does not depend on
+// the thread count, so neither does the result.
 template <class R, class T>
 void reduce_columns(const T* x, typename R::Out* out, int64_t outer, int64_t n, int64_t inner) {
   constexpr int64_t kBlock = 256;
