@@ -92,8 +92,7 @@ void tile(int64_t kc, const float* a, int64_t ai, int64_t ak, const float* b, in
     }
   }
   // One test per tile, not per vector: the tiny products of MHLA and attention (K = 4..16) spend a
-  // good part of their time here. A 16x16x16 call took 142 ns with the tests inside the loops, 139
-  // ns here, 134 ns when a start could only be c itself (min of 10 alternations, 1 thread).
+  // good part of their time here (measured: docs/benchmarks.md, "Small kernel details").
   if (bias) {
     reg bias_v[V];
 #pragma GCC unroll 4
@@ -236,9 +235,8 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int
     }
     if (ta && a_sums) {  // a(i, k) = a[k*lda + i]: the block's rows are contiguous in i
       // Eight rows per pass over a_sums, added to each sum in row order (the same bits as one row
-      // at a time): a pass per row stored and reloaded every sum, 4-6% of a weight gradient's time
-      // (perf, [384..512, 384]ᵀ·[384, 128], 1 thread). The models' per-thread weight gradients
-      // ([64..512, 384..4096]ᵀ·[.., 64..512]) ran 0.5-1.4% faster (Zen 4, warm, min of 3000).
+      // at a time): a pass per row would store and reload every sum (measured:
+      // docs/benchmarks.md, "Small kernel details").
       int64_t k = pc;
       for (; k + 8 <= pc + kc; k += 8) {
         const float* ak = a + k * lda;

@@ -47,8 +47,8 @@ inline float exp_f32(float x) {
 
 // erfcx(z) = exp(z^2) erfc(z) for z >= 0, so erfc(z) = exp(-z^2) erfcx(z). GELU and its derivative
 // hold exp(-z^2) already (phi needs it), and the exp then runs beside this polynomial instead of
-// after it: NR's erfcc put the polynomial inside the exp, one long dependent chain that made
-// GELU's forward and backward compute-bound (1.75 vs 1.31 ns per element, 1 thread, in L1).
+// after it: NR's erfcc puts the polynomial inside the exp, one long dependent chain that makes
+// GELU's forward and backward compute-bound (measured: docs/benchmarks.md, "Small kernel details").
 // A polynomial in t = 1/(1 + z/2), t in (0, 1], times t: a least-squares fit (iteratively
 // reweighted towards minimax) of erfcx on z in [0, 9.5], beyond which exp(-z^2) underflows.
 inline float erfcx_f32(float z) {
