@@ -40,7 +40,7 @@ struct Cache {
 };
 
 // The cap: LINEA_HOST_CACHE_MB from the environment (0 turns caching off: every free goes back
-// to the C library, as before this allocator), else 2 GiB.
+// to the C library at once), else 2 GiB.
 std::size_t initial_limit() {
   const char* mb = std::getenv("LINEA_HOST_CACHE_MB");
   char* end = nullptr;
