@@ -7,8 +7,9 @@
 set -euo pipefail
 case "${1:-}" in
   run)
-    out=$("$2") || { echo "$out"; echo "FAIL: first_model exited with status $?"; exit 1; }
+    rc=0; out=$("$2") || rc=$?
     echo "$out"
+    [[ $rc == 0 ]] || { echo "FAIL: first_model exited with status $rc"; exit 1; }
     losses=$(grep -oE 'loss [0-9.]+' <<<"$out" | awk '{print $2}')
     first=$(head -n1 <<<"$losses"); last=$(tail -n1 <<<"$losses")
     [[ -n "$first" && -n "$last" ]] || { echo "FAIL: no 'loss' lines in the output"; exit 1; }
