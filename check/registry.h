@@ -2,7 +2,7 @@
 // attention functions (MHLA's fused and composite forms included), each as one OpCase. The
 // `linea-check` program (check/main.cpp), the CPU op gradcheck (ctest `check_gradcheck`) and the
 // GPU tests (tests/test_gpu_ops.cpp, tests/test_gpu_autograd.cpp) all run this one table, so
-// adding an op to linea means adding its cases here (see README, "Adding an op").
+// adding an op to linea means adding its cases here (see docs/testing.md, "Adding an op").
 //
 // A case's inputs are N(0, 1) floating tensors, one per Input, made from the case's own seed on
 // the CPU in the dtype under test and copied to the device, so every device sees the same

@@ -122,7 +122,7 @@ void check(const Config& o) {
 }
 
 // The peak lr each kind trains at unless --lr is given: the best of 1e-3, 2e-3, 3e-3 and 1e-2 at
-// 16 pairs over seeds 1 and 2 (README), per kind as Zoology's figure 2 takes the best lr per model.
+// 16 pairs over seeds 1 and 2 (docs/examples.md, "mqar"), per kind as Zoology's figure 2 takes the best lr per model.
 // Softmax learns only at 3e-3 within the budget; linear and MHLA lose their recall there.
 double kind_lr(const std::string& attn) { return attn == "softmax" ? 3e-3 : 2e-3; }
 

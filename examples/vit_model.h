@@ -33,7 +33,7 @@ struct Config {
   // The recipe.
   int64_t epochs = 7;  // held-out at seeds 1 / 2: 87.90 / 88.78% after 6, 88.28 / 89.44% after 7
   int64_t batch = 128;
-  // Chosen on held-out data (README, "How the recipe was chosen"): at lr 4e-3 / 200 warm-up
+  // Chosen on held-out data (docs/examples.md, "How the recipe was chosen"): at lr 4e-3 / 200 warm-up
   // steps the result swung with the rounding, and lr 3e-3 with clipping diverged in epoch 2.
   double lr = 2e-3, min_lr = 1e-5;  // peak and final learning rate
   int64_t warmup = 300;             // linear warm-up steps, then cosine decay to min_lr

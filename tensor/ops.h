@@ -1,7 +1,7 @@
 // The ops every backend implements, each elementwise op defined once: its enum value, its name
 // in errors, the dtypes it takes and its formula on one element. The CPU kernels
 // (tensor/cpu/cpu_elementwise.cpp) and the CUDA kernels (cuda/elementwise.cu) both run the
-// formulas from these tables, so a new elementwise op is one line here (README, "Adding an op").
+// formulas from these tables, so a new elementwise op is one line here (docs/testing.md, "Adding an op").
 //
 // Plain C++ with no fmt and no Tensor: nvcc compiles it too. A formula is an expression in
 //   v (unary) or a, b (binary): the elements, of type T
