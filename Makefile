@@ -23,7 +23,7 @@
 # BUILD_DIR (default build) and JOBS (default 2) can be overridden: make test JOBS=8
 # LINEA_CPU_ISA=avx2 (or generic) runs any target on that instruction set's kernels (tensor/cpu_isa.h)
 # make train SEED=n picks the seed (default 1); TRAIN_ARGS adds vit_fmnist flags, for example
-#   make train TIME_BUDGET=0 TRAIN_ARGS="--epochs 60 --augment on --dim 96"   the long recipe (92.28%, 1h17m)
+#   make train TIME_BUDGET=0 TRAIN_ARGS="--patch 4 --block 4 --epochs 60 --augment on --dim 96"   the long recipe (92.28%, 1h17m)
 # make train TIME_BUDGET=s trains the most whole epochs (at most --epochs, 7 by default) that fit in
 # s seconds, timed on this machine first (default 300; 0 trains every epoch, however long it takes)
 

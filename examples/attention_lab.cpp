@@ -7,8 +7,8 @@
 //   entropy ratio    mean row entropy ÷ log(keys the row can see): 1 = uniform, 0 = one-hot.
 // Three sources of q and k:
 //   random           q, k ~ N(0, 1), d = --d, at N = 64, 128, ... --max-n;
-//   ViT-FMNIST       a trained checkpoint's q, k for one test image (64 patch tokens, every layer
-//                    and head), and pooled over N/64 test images for the N sweep;
+//   ViT-FMNIST       a trained checkpoint's q, k for one test image (its patch tokens, every layer
+//                    and head), and pooled over N/tokens test images for the N sweep;
 //   char-GPT         a trained causal checkpoint's q, k for a 64-character window of text.
 // A causal mask makes every map lower-triangular with a positive diagonal, hence full rank, so for
 // the GPT the rank is measured on the unmasked maps of the same q, k and the entropy on the causal ones.
@@ -212,17 +212,21 @@ std::vector<Row> random_sweep(const Config& o, lab::Report& rep) {
 
 struct VitData {
   std::shared_ptr<vit::ViT> model;
-  Tensor images;  // the first max_n / 64 test images, normalised and padded as in training
+  int64_t tokens = 0;  // per image
+  Tensor images;       // the first max_n / tokens test images, normalised and padded as in training
 };
 
-VitData load_vit(const std::string& ckpt, int64_t count) {
+// The checkpoint's ViT and enough test images for `pooled` tokens in a row, and image `image`.
+VitData load_vit(const std::string& ckpt, int64_t pooled, int64_t image) {
   const std::map<std::string, std::string> f = checkpoint_flags(ckpt);
   std::vector<std::string> words;
   for (const auto& [name, value] : f) words.insert(words.end(), {"--" + name, value});
   const vit::Config cfg = vit::parse_config(words);
   LINEA_CHECK(cfg.attn == "mhla", "[attention_lab] '{}' was trained with --attn {}; the lab reads an MHLA ViT", ckpt,
               cfg.attn);
-  VitData v{std::make_shared<vit::ViT>(cfg), Tensor()};
+  const int64_t side = cfg.img() / cfg.patch;
+  VitData v{std::make_shared<vit::ViT>(cfg), side * side, Tensor()};
+  const int64_t count = std::max<int64_t>(pooled / v.tokens, image + 1);
   gpt::load_weights(*v.model, ckpt);
   v.model->eval();
   // The normalisation of vit_fmnist: the training set's pixel statistics, black padding 28 -> 32.
@@ -258,14 +262,14 @@ std::vector<Row> vit_image(const Config& o, const VitData& v, lab::Report& rep) 
   return rows;
 }
 
-// The trained ViT's q, k of one layer (head 0), pooled over N / 64 test images, at growing N.
+// The trained ViT's q, k of one layer (head 0), pooled over N / tokens test images, at growing N.
 std::vector<Row> vit_sweep(const Config& o, const VitData& v) {
   NoGradGuard no_grad;
   const int64_t count = v.images.size(0);
   const std::vector<LayerQK> layers =
       capture_qk(*v.model->blocks, v.model->pos_embed->forward(v.model->patch->forward(v.images)));
   const int64_t layer = o.layer < 0 ? int64_t(layers.size()) - 1 : o.layer;
-  // [count, H, 64, d] -> head 0's tokens of all images in a row: [1, 1, count·64, d]
+  // [count, H, tokens, d] -> head 0's tokens of all images in a row: [1, 1, count·tokens, d]
   auto pool = [&](const Tensor& t) { return t.select(1, 0).reshape({1, 1, count * t.size(2), t.size(3)}); };
   const Tensor q = pool(layers[layer].q), k = pool(layers[layer].k);
   std::vector<Row> rows;
@@ -367,7 +371,7 @@ int run(const Config& o, const std::string& self_dir) {
       "char-GPT (300 steps)");
 
   // Everything is loaded before anything is written.
-  const VitData vit = load_vit(vit_ckpt, std::max<int64_t>(o.max_n / 64, o.image + 1));
+  const VitData vit = load_vit(vit_ckpt, o.max_n, o.image);
   LINEA_CHECK(o.layer < int64_t(vit.model->blocks->size()), "[attention_lab] --layer {} but the ViT has {} layers",
               o.layer, vit.model->blocks->size());
   const GptData gpt_model = load_gpt(o, lm_ckpt);
@@ -383,9 +387,12 @@ int run(const Config& o, const std::string& self_dir) {
   fmt::print("measured in {:.0f} s\n", seconds_since(t));
 
   rep.sweep_table("random q, k ~ N(0, 1)", random);
-  rep.sweep_table(vit_pooled.front().source + ", tokens of N/64 test images (trained q, k; W: block-distance init)",
+  rep.sweep_table(vit_pooled.front().source +
+                      fmt::format(", tokens of N/{} test images (trained q, k; W: block-distance init)", vit.tokens),
                   vit_pooled);
-  rep.trained_table("ViT-FMNIST, one test image (64 tokens, MHLA with its trained W); mean over heads", vit_img);
+  rep.trained_table(
+      fmt::format("ViT-FMNIST, one test image ({} tokens, MHLA with its trained W); mean over heads", vit.tokens),
+      vit_img);
   rep.trained_table("char-GPT, one text window: entropy on the causal maps, rank on the unmasked ones; mean over heads",
                     gpt);
   rep.claims(random, "random");

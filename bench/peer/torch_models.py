@@ -3,8 +3,8 @@ same training step in both frameworks (bench/peer/run.py runs them side by side)
 
   python3 bench/peer/torch_models.py --model vit --attn mhla --bench 20 --threads 2
 
-- vit: `vit_fmnist --bench`'s ViT. Images [128, 1, 32, 32] cut into 4x4 patches (64 tokens,
-  block-major: 2x2 blocks of 4x4 tokens), learned positions, 4 pre-LN blocks (width 64, 4 heads,
+- vit: `vit_fmnist --bench`'s ViT. Images [128, 1, 32, 32] cut into 8x8 patches (16 tokens,
+  block-major: 2x2 blocks of 2x2 tokens), learned positions, 4 pre-LN blocks (width 64, 4 heads,
   MLP ratio 2, GELU), mean over tokens, LayerNorm, linear head to 10 classes; cross-entropy
   with label smoothing 0.1; AdamW, grad-norm clipping at 1 (the ViT recipe's default). Attention
   non-causal.
@@ -17,7 +17,7 @@ Attention, as linea computes it (docs/mhla-spec.md), from the same qkv projectio
 - linear: φ = relu + 1e-6, o = φ(q) Σ φ(k)ᵀ[v|1], numerator over normaliser (+1e-6); causal in
   chunks of 64 tokens (one chunk at context 64): the masked quadratic form inside a chunk plus the
   running sums of the earlier chunks.
-- mhla: non-causal (spec §1): blocks of 16 tokens, block summaries S'_b = φ(K_b)ᵀ[V_b|1] mixed by the
+- mhla: non-causal (spec §1): M = 4 blocks (4 tokens each in the ViT), block summaries S'_b = φ(K_b)ᵀ[V_b|1] mixed by the
   learnable M x M matrix (clamped to [0, 1] after each step), φ = relu + 1e-6. Causal (spec §3):
   chunks of 16, φ = relu, scale d^-1/2, O_i = s φQ_i Σ_{j<i} W_ij S_j + W_ii ((s φQ_i φK_iᵀ) ∘ mask) V_i,
   then an RMSNorm per head; the mix is projected to tril(clamp(W, 1e-5, 1)) after each step.
@@ -167,7 +167,7 @@ class Block(nn.Module):
 
 
 class ViT(nn.Module):
-    def __init__(self, kind, dim=64, depth=4, heads=4, mlp_ratio=2, patch=4, block=4, img=32):
+    def __init__(self, kind, dim=64, depth=4, heads=4, mlp_ratio=2, patch=8, block=2, img=32):
         super().__init__()
         self.patch, self.block, self.grid = patch, block, img // patch
         self.proj = nn.Linear(patch * patch, dim)
