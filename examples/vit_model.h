@@ -27,7 +27,7 @@ struct Config {
   // The model.
   std::string attn = "mhla";  // softmax | linear | mhla (and "all" with --bench)
   // 16 tokens of 8×8 pixels: held out, as accurate after 7 epochs as 64 tokens of 4×4 at a third
-  // of the cost (docs/examples.md, "How the recipe was chosen"), so 7 epochs fit 5 minutes on AVX2.
+  // of the cost (docs/benchmarks.md, "The ViT of make train"), so 7 epochs fit 5 minutes on AVX2.
   int64_t patch = 8;          // images are padded 28×28 -> 32×32 and cut into patch×patch pixels
   int64_t block = 2;          // block×block patches per MHLA block (4×4 patches -> 2×2 blocks)
   int64_t dim = 64, depth = 4, heads = 4;
