@@ -9,8 +9,9 @@
 #include <cstdlib>
 
 #include "linea/tensor/cpu_isa.h"
+#include "linea/tensor/error.h"
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   const char* asked = std::getenv("LINEA_CPU_ISA");
   if (asked != nullptr && std::getenv("LINEA_TEST_ISA_COPY") != nullptr) {
     const linea::CpuIsa isa = linea::parse_cpu_isa(asked), widest = linea::detected_cpu_isa();
@@ -25,4 +26,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);  // before anything can crash
   doctest::Context context(argc, argv);
   return context.run();
+} catch (const linea::Error& e) {  // e.g. an unknown LINEA_CPU_ISA
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
 }
