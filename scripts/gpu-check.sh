@@ -10,8 +10,8 @@
 #   scripts/gpu-check.sh --fetch-deps   first, on a machine with network access: downloads the
 #                                       Debian packages linea builds with (fmt, doctest, OpenBLAS,
 #                                       zlib headers) into .deps/, for a GPU machine that can reach
-#                                       no package registry, and copies the char-GPT's corpus
-#                                       from ../shared/data/tinyshakespeare.txt into .deps/
+#                                       no package registry, and the char-GPT's corpus
+#                                       (scripts/prepare_data.sh shakespeare) into .deps/
 #   scripts/gpu-check.sh                on the GPU machine, with .deps/ copied along with the
 #                                       checkout; through a job runner that copies git-ignored
 #                                       paths on request, for example:
@@ -27,7 +27,7 @@ if [ "${1:-}" = "--fetch-deps" ]; then
   mkdir -p .deps
   grep -qx '/.deps/' .git/info/exclude 2> /dev/null || echo '/.deps/' >> .git/info/exclude
   (cd .deps && apt-get download "${DEPS_PACKAGES[@]}") || { echo "gpu-check: apt-get download failed" >&2; exit 1; }
-  cp ../shared/data/tinyshakespeare.txt .deps/ || exit 1
+  LINEA_DATA_DIR=$PWD/.deps scripts/prepare_data.sh shakespeare || exit 1
   du -sh .deps
   exit 0
 fi

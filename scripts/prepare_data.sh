@@ -2,13 +2,17 @@
 # Prepare the examples' datasets once, the way nanoGPT has a prepare step. Idempotent: what is
 # already there is only checked.
 #
-#   scripts/prepare_data.sh [fmnist|kjv|all]     (default: all)
+#   scripts/prepare_data.sh [fmnist|kjv|shakespeare|all]     (default: fmnist and kjv)
 #
 #   fmnist  Fashion-MNIST from Debian's dataset-fashion-mnist (IDX files under
 #           /usr/share/datasets/fashion-mnist; the examples read them in place).
 #   kjv     the King James Bible as plain text, $LINEA_DATA_DIR/kjv.txt (default: data/kjv.txt in
 #           the repository): Debian's bible-kjv stores it in a private compressed format, so its own
 #           `bible` program prints every verse and we strip the verse numbers, one verse per line.
+#   shakespeare  tiny-shakespeare (Karpathy's char-rnn corpus, 1,115,394 bytes), the corpus
+#           nanoGPT's figures are on, as $LINEA_DATA_DIR/tinyshakespeare.txt: downloaded, or
+#           copied from LINEA_SHAKESPEARE_SRC=<file> on a machine without network; either way
+#           checked against its SHA-256.
 set -euo pipefail
 
 what=${1:-all}
@@ -68,9 +72,37 @@ prepare_kjv() {
   echo "prepare_data: wrote $out ($(wc -c < "$out") bytes, $verses verses)"
 }
 
+shakespeare_url=https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
+shakespeare_sha256=86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
+
+prepare_shakespeare() {
+  local out=$data_dir/tinyshakespeare.txt
+  if [ -s "$out" ] && echo "$shakespeare_sha256  $out" | sha256sum -c --status; then
+    echo "prepare_data: $out ready ($(wc -c < "$out") bytes)"
+    return 0
+  fi
+  mkdir -p "$data_dir"
+  if [ -n "${LINEA_SHAKESPEARE_SRC:-}" ]; then
+    cp "$LINEA_SHAKESPEARE_SRC" "$out.tmp"
+  elif ! curl -fsSL --retry 2 -o "$out.tmp" "$shakespeare_url"; then
+    rm -f "$out.tmp"
+    echo "prepare_data: could not download $shakespeare_url; on a machine without network, give a copy:" >&2
+    echo "    LINEA_SHAKESPEARE_SRC=/path/to/input.txt $0 shakespeare" >&2
+    exit 1
+  fi
+  if ! echo "$shakespeare_sha256  $out.tmp" | sha256sum -c --status; then
+    rm -f "$out.tmp"
+    echo "prepare_data: tiny-shakespeare's SHA-256 is not $shakespeare_sha256: not the 1,115,394-byte corpus" >&2
+    exit 1
+  fi
+  mv "$out.tmp" "$out"
+  echo "prepare_data: wrote $out ($(wc -c < "$out") bytes)"
+}
+
 case $what in
   fmnist) prepare_fmnist ;;
   kjv) prepare_kjv ;;
+  shakespeare) prepare_shakespeare ;;
   all) prepare_fmnist && prepare_kjv ;;
-  *) echo "usage: $0 [fmnist|kjv|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [fmnist|kjv|shakespeare|all]" >&2; exit 2 ;;
 esac
