@@ -130,6 +130,18 @@ Tensor tanh(const Tensor& x) {
                 [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * (1.0 - y * y)}; });
 }
 
+Tensor sin(const Tensor& x) {
+  check_floating("sin", x);
+  Tensor out = apply(UnaryOp::Sin, x);
+  return record("sin", out, {x}, [x = x.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * cos(x)}; });
+}
+
+Tensor cos(const Tensor& x) {
+  check_floating("cos", x);
+  Tensor out = apply(UnaryOp::Cos, x);
+  return record("cos", out, {x}, [x = x.detach()](const Tensor& g) -> std::vector<Tensor> { return {-(g * sin(x))}; });
+}
+
 Tensor sigmoid(const Tensor& x) {
   check_floating("sigmoid", x);
   Tensor out = apply(UnaryOp::Sigmoid, x);

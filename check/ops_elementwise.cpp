@@ -52,6 +52,8 @@ std::vector<OpCase> elementwise_cases() {
       {"sqrt", [](const Tensor& x) { return sqrt(pos(x)); }},
       {"rsqrt", [](const Tensor& x) { return rsqrt(pos(x)); }},
       {"tanh", [](const Tensor& x) { return tanh(x); }},
+      {"sin", [](const Tensor& x) { return sin(x); }},
+      {"cos", [](const Tensor& x) { return cos(x); }},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
       {"relu", [](const Tensor& x) { return relu(x); }},
       {"gelu erf", [](const Tensor& x) { return gelu(x); }},

@@ -212,6 +212,10 @@ struct CudaMath {
   static __device__ __forceinline__ double sqrt(double x) { return ::sqrt(x); }
   static __device__ __forceinline__ float tanh(float x) { return tanhf(x); }
   static __device__ __forceinline__ double tanh(double x) { return ::tanh(x); }
+  static __device__ __forceinline__ float sin(float x) { return sinf(x); }
+  static __device__ __forceinline__ double sin(double x) { return ::sin(x); }
+  static __device__ __forceinline__ float cos(float x) { return cosf(x); }
+  static __device__ __forceinline__ double cos(double x) { return ::cos(x); }
   // erfc(z), z >= 0; the e = exp(-z^2) the CPU's version multiplies in goes unused here.
   static __device__ __forceinline__ float erfc_tail(float z, float) { return erfcf(z); }
   static __device__ __forceinline__ double erfc_tail(double z, double) { return ::erfc(z); }

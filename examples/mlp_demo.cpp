@@ -1,11 +1,9 @@
-// mlp_demo: fit a tiny 2-layer MLP to a toy regression problem with autograd and plain SGD.
+// mlp_demo: fit a tiny 2-layer MLP to a toy regression problem, end to end in one screen.
 //
-// Data: 256 points x ~ U[-2, 2]^2 with targets y = sin(x0) * cos(x1), made with a seeded
-// Generator so every run prints the same numbers. Model: y_hat = tanh(x W1 + b1) W2 + b2.
-// Each step: forward, mean squared error, backward, then w -= lr * grad for every parameter.
+// Data: 256 points x ~ U[-2, 2]^2 with targets y = sin(x0) * cos(x1), drawn after manual_seed, so
+// every run prints the same numbers. Model: y_hat = fc2(tanh(fc1(x))), an nn::Module of two
+// Linear layers. Each step: forward, mean squared error, backward, one nn::SGD step.
 #include <chrono>
-#include <cmath>
-#include <vector>
 
 #include <fmt/core.h>
 #include <linea/linea.h>
@@ -15,26 +13,12 @@ using namespace linea;
 namespace {
 
 constexpr int64_t kSamples = 256, kHidden = 32, kSteps = 2000, kLogEvery = 200;
-constexpr float kLr = 0.1f;
 
-// A trainable weight: N(0, 1) scaled by 1/sqrt(fan_in), so tanh starts out of saturation.
-Tensor init_weight(Shape shape, Generator& gen) {
-  Tensor w = randn(shape, gen) * (1.0 / std::sqrt(static_cast<double>(shape[0])));
-  return w.requires_grad_();
-}
-
-// Plain SGD. The update writes straight into the parameters' memory: it must not be recorded
-// (NoGradGuard) and must keep the same tensors, so the next forward sees the new values.
-void sgd_step(const std::vector<Tensor>& params, float lr) {
-  NoGradGuard no_grad;
-  for (Tensor p : params) {
-    Tensor g = p.grad().contiguous();
-    float* w = p.data<float>();
-    const float* dw = g.data<float>();
-    for (int64_t i = 0; i < p.numel(); ++i) w[i] -= lr * dw[i];
-    p.zero_grad();
-  }
-}
+struct Mlp : nn::Module {
+  std::shared_ptr<nn::Linear> fc1 = register_module("fc1", std::make_shared<nn::Linear>(2, kHidden));
+  std::shared_ptr<nn::Linear> fc2 = register_module("fc2", std::make_shared<nn::Linear>(kHidden, 1));
+  Tensor forward(const Tensor& x) override { return (*fc2)(tanh((*fc1)(x))); }
+};
 
 }  // namespace
 
@@ -43,33 +27,26 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "[mlp_demo] takes no flags, got '{}'\n", argv[1]);
     return 1;
   }
-  Generator gen(42);
+  manual_seed(42);  // seeds the data below and Linear's initialisation
 
-  // The toy data set.
-  Tensor x = rand({kSamples, 2}, gen) * 4.0 - 2.0;
-  Tensor y = empty({kSamples, 1});
-  const float* px = x.data<float>();
-  float* py = y.data<float>();
-  for (int64_t i = 0; i < kSamples; ++i) py[i] = std::sin(px[2 * i]) * std::cos(px[2 * i + 1]);
+  // The toy data set: columns x0 and x1 of x, target [256, 1].
+  Tensor x = rand({kSamples, 2}) * 4.0 - 2.0;
+  Tensor y = sin(x.slice(1, 0, 1)) * cos(x.slice(1, 1, 2));
 
-  // The model: 2 -> kHidden -> 1.
-  Tensor w1 = init_weight({2, kHidden}, gen), b1 = zeros({kHidden}).requires_grad_();
-  Tensor w2 = init_weight({kHidden, 1}, gen), b2 = zeros({1}).requires_grad_();
-  const std::vector<Tensor> params = {w1, b1, w2, b2};
+  Mlp model;
+  nn::SGD opt(model.parameters(), {.lr = 0.1});
 
   auto start = std::chrono::steady_clock::now();
   double first_loss = 0, loss_value = 0;
   for (int64_t step = 0; step <= kSteps; ++step) {
-    Tensor hidden = tanh(matmul(x, w1) + b1);
-    Tensor pred = matmul(hidden, w2) + b2;
-    Tensor diff = pred - y;
-    Tensor loss = mean(diff * diff);
+    Tensor loss = nn::mse_loss(model(x), y);
     loss_value = loss.item();
     if (step == 0) first_loss = loss_value;
     if (step % kLogEvery == 0) fmt::print("step {:5d}  loss {:.6f}\n", step, loss_value);
     if (step == kSteps) break;
+    opt.zero_grad();
     loss.backward();
-    sgd_step(params, kLr);
+    opt.step();
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

@@ -27,6 +27,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // The single-input forward used by Sequential and friends; layers with other signatures add
   // their own overloads.
   virtual Tensor forward(const Tensor& x);
+  // model(x) is model.forward(x), as in libtorch. A layer whose forward takes other arguments
+  // declares its own operator() beside its forward.
+  Tensor operator()(const Tensor& x) { return forward(x); }
 
   // ---- parameters, buffers, children (recursing into children, in registration order) ----
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;

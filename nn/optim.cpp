@@ -47,6 +47,13 @@ void set_projection(const Tensor& param, Projection projection) {
 
 // ---------------------------------------------------------------- Optimizer
 
+NamedParams numbered(const std::vector<Tensor>& params) {
+  NamedParams named;
+  named.reserve(params.size());
+  for (size_t i = 0; i < params.size(); ++i) named.emplace_back(std::to_string(i), params[i]);
+  return named;
+}
+
 Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double lr, double weight_decay,
                      std::vector<std::string> buffer_names)
     : name_(std::move(name)), groups_(std::move(groups)), buffer_names_(std::move(buffer_names)) {

@@ -20,6 +20,10 @@ namespace linea::nn {
 
 using NamedParams = std::vector<std::pair<std::string, Tensor>>;
 
+// Unnamed parameters (module.parameters(), a list of leaves) take their index as their name:
+// "0", "1", ..., the keys PyTorch's optimizer state_dict uses.
+NamedParams numbered(const std::vector<Tensor>& params);
+
 // Projected gradient descent: a parameter constrained to a set (MHLA's mixing matrix to [0, 1])
 // gets a projection, which every optimizer applies to it in place right after each update, so no
 // training loop has to remember it. Registered by the parameter's owner (MHLA's constructor); it
@@ -90,6 +94,7 @@ struct SGDOptions {
 class SGD : public Optimizer {
  public:
   SGD(NamedParams params, SGDOptions opts = {});
+  SGD(const std::vector<Tensor>& params, SGDOptions opts = {}) : SGD(numbered(params), opts) {}
   SGD(std::vector<ParamGroup> groups, SGDOptions opts = {});
 
  private:
@@ -110,6 +115,7 @@ struct AdamWOptions {
 class AdamW : public Optimizer {
  public:
   AdamW(NamedParams params, AdamWOptions opts = {});
+  AdamW(const std::vector<Tensor>& params, AdamWOptions opts = {}) : AdamW(numbered(params), opts) {}
   AdamW(std::vector<ParamGroup> groups, AdamWOptions opts = {});
 
  private:

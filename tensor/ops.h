@@ -147,6 +147,8 @@ LINEA_HD T silu_with_grad(T v, T& d) {
   X(Sqrt, "sqrt", Floating, M::sqrt(v))                                                            \
   X(Rsqrt, "rsqrt", Floating, T(1) / M::sqrt(v))                                                   \
   X(Tanh, "tanh", Floating, M::tanh(v))                                                            \
+  X(Sin, "sin", Floating, M::sin(v))                                                               \
+  X(Cos, "cos", Floating, M::cos(v))                                                               \
   X(Sigmoid, "sigmoid", Floating, op_math::sigmoid<M>(v))                                          \
   X(Relu, "relu", Integer, v > T(0) ? v : T(0))                                                    \
   X(GeluTanh, "gelu", Floating, v * op_math::gelu_tanh_sigmoid<M>(v))                              \

@@ -66,6 +66,8 @@ std::vector<UnaryCase> unary_cases() {
       {"sqrt", [](const Tensor& x) { return sqrt(x); }, [](double x) { return std::sqrt(x); }, 0.1, 5},
       {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, [](double x) { return 1 / std::sqrt(x); }, 0.1, 5},
       {"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, -3, 3},
+      {"sin", [](const Tensor& x) { return sin(x); }, [](double x) { return std::sin(x); }, -7, 7},
+      {"cos", [](const Tensor& x) { return cos(x); }, [](double x) { return std::cos(x); }, -7, 7},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, sigmoid_ref, -8, 8},
       {"relu", [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? x : 0; }, -2, 2},
       {"gelu_erf", [](const Tensor& x) { return gelu(x); }, gelu_erf_ref, -4, 4},

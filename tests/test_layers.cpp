@@ -374,6 +374,8 @@ TEST_CASE("Sequential chains its children; names are indices") {
   CHECK(names(seq) == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"});
   Tensor x = randn({3, 4});
   CHECK(allclose(seq.forward(x), l2->forward(gelu(l1->forward(x), GeluApprox::Tanh)), 0, 0));
+  CHECK(allclose(seq(x), seq.forward(x), 0, 0));  // the call operator is forward
+  CHECK(allclose((*l1)(x), l1->forward(x), 0, 0));
   CHECK(seq[1]->type_name() == "GELU");
   CHECK_THROWS_WITH_AS(seq[3], doctest::Contains("[Sequential] index 3"), Error);
 }

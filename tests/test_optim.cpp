@@ -176,6 +176,25 @@ TEST_CASE("optimizer: parameters without gradients are skipped; zero_grad drops 
   CHECK_FALSE(a.grad().defined());
 }
 
+TEST_CASE("optimizers take module.parameters(): each parameter is named by its index") {
+  auto toy = std::make_shared<Toy>();
+  const std::vector<Tensor> params = toy->parameters();
+  nn::SGD sgd(params, {.lr = 0.5});
+  const std::vector<double> w0 = toy->weight.to_vector();
+  sum(toy->weight * 2.0).backward();  // d/dw = 2 everywhere; the other parameters get no gradient
+  sgd.step();
+  std::vector<double> w1(w0);
+  for (double& v : w1) v -= 0.5 * 2.0;
+  CHECK(toy->weight.to_vector() == w1);
+  const nn::StateDict sd = nn::AdamW(params).state_dict();
+  CHECK(sd.count("param_groups.0.lr"));
+  REQUIRE(sgd.param_groups()[0].params.size() == params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    CHECK(sgd.param_groups()[0].params[i].first == std::to_string(i));
+    CHECK(&sgd.param_groups()[0].params[i].second.impl() == &params[i].impl());
+  }
+}
+
 TEST_CASE("optimizer state_dict round trip: a fresh optimizer continues identically") {
   for (bool adam : {false, true}) {
     CAPTURE(adam);

@@ -29,6 +29,8 @@ struct CpuMath {
   template <class T> static T log1p(T v) { return std::log1p(v); }
   template <class T> static T sqrt(T v) { return std::sqrt(v); }
   template <class T> static T tanh(T v) { return std::tanh(v); }
+  template <class T> static T sin(T v) { return std::sin(v); }
+  template <class T> static T cos(T v) { return std::cos(v); }
   template <class T> static T pow(T v, T p) { return std::pow(v, p); }
 };
 }  // namespace
