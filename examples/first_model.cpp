@@ -16,7 +16,7 @@ int main() {
   Net model;
   nn::AdamW opt(model.named_parameters(), {.lr = 1e-2, .weight_decay = 0});
   for (int step = 0; step <= 300; ++step) {
-    Tensor loss = nn::mse_loss(model.forward(x), y);
+    Tensor loss = nn::mse_loss(model(x), y);
     if (step % 100 == 0) fmt::print("step {:3d}  loss {:.6f}\n", step, loss.item());
     opt.zero_grad();
     loss.backward();
