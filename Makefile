@@ -37,7 +37,17 @@ MAKEFLAGS += --no-print-directory
 # runs/<program>_<attn>/ (the programs refuse a non-empty --out without it).
 
 # Setup is idempotent and fast when everything is installed, so every entry point runs it.
-CONFIGURE = scripts/setup.sh && cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release
+# make build and make test (and CI) install everything and compile the CUDA backend wherever nvcc
+# is found. The jobs (train, lm, mqar, lab, bench) install only what they need (no MPI, no qemu)
+# and compile the CUDA backend only where it can run: a GPU is visible, or the build directory has
+# it already, or CUDA=ON is given. A fresh CPU machine then compiles no CUDA before make train.
+NVCC := $(shell command -v nvcc || ls /usr/local/cuda/bin/nvcc 2> /dev/null)
+GPU := $(shell nvidia-smi -L > /dev/null 2>&1 && echo ON)
+CACHED_CUDA := $(shell sed -n 's/^LINEA_CUDA:BOOL=//p' $(BUILD_DIR)/CMakeCache.txt 2> /dev/null)
+CUDA ?= $(if $(NVCC),$(or $(GPU),$(CACHED_CUDA),OFF),OFF)
+CONFIGURE = scripts/setup.sh jobs && cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DLINEA_CUDA=$(CUDA)
+CONFIGURE_ALL = scripts/setup.sh && cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release \
+  -DLINEA_CUDA=$(if $(NVCC),ON,OFF) -DLINEA_DIST=ON
 
 .PHONY: train test build clean lm mqar bench bench-peer train-dist sanitize sanitize-core fuzz fuzz-short fuzz-build clang
 
@@ -48,7 +58,7 @@ train:
 	$(BUILD_DIR)/examples/vit_fmnist --attn mhla --overwrite on --seed $(SEED) --time-budget $(TIME_BUDGET) $(TRAIN_ARGS)
 
 build:
-	$(CONFIGURE)
+	$(CONFIGURE_ALL)
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
 test: build
@@ -100,7 +110,7 @@ lab:
 NP ?= 2
 THREADS ?= 1
 train-dist:
-	$(CONFIGURE)
+	$(CONFIGURE_ALL)
 	scripts/prepare_data.sh fmnist
 	cmake --build $(BUILD_DIR) -j$(JOBS) --target vit_fmnist
 	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np $(NP) --oversubscribe --bind-to none \

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # Make sure the tools and Debian packages linea builds with are installed. Idempotent: when
 # everything is present it only checks and exits; otherwise it installs just what is missing.
+#
+#   scripts/setup.sh        everything: what make build / make test (and CI) need
+#   scripts/setup.sh jobs   what make train, lm, mqar, lab and bench need (no MPI, no qemu)
+#   scripts/setup.sh fuzz   everything, plus clang and its fuzzing runtimes
 set -euo pipefail
 
 tools=(cmake g++ make)
 packages=(libopenblas-dev libopenblas0-openmp doctest-dev libfmt-dev zlib1g-dev)
-# dist/ (data-parallel training under mpirun): Open MPI's headers and library, and mpirun itself.
-packages+=(libopenmpi-dev openmpi-bin)
 # examples/data/plot.h (attention_lab, plot_metrics): libpng for heatmaps, gnuplot for line plots.
 packages+=(libpng-dev gnuplot-nox)
-# tests/isa/emulated.sh: the kernels on emulated CPUs without AVX-512 (x86-64 only).
-if [ "$(uname -m)" = x86_64 ]; then
-  packages+=(qemu-user)
+if [ "${1:-}" != jobs ]; then
+  # dist/ (data-parallel training under mpirun): Open MPI's headers and library, and mpirun itself.
+  packages+=(libopenmpi-dev openmpi-bin)
+  # tests/isa/emulated.sh: the kernels on emulated CPUs without AVX-512 (x86-64 only).
+  if [ "$(uname -m)" = x86_64 ]; then
+    packages+=(qemu-user)
+  fi
 fi
 # Debian package that provides each tool, for when a tool is missing.
 declare -A tool_package=([cmake]=cmake [g++]=g++ [make]=make)
