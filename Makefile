@@ -40,12 +40,12 @@ MAKEFLAGS += --no-print-directory
 # make build and make test (and CI) install everything and compile the CUDA backend wherever nvcc
 # is found. The jobs (train, lm, mqar, lab, bench) install only what they need (no MPI, no qemu)
 # and compile the CUDA backend only where it can run: a GPU is visible, or the build directory has
-# it already, or CUDA=ON is given. A fresh CPU machine then compiles no CUDA before make train.
+# it already, or LINEA_CUDA=ON is given. A fresh CPU machine then compiles no CUDA before make train.
 NVCC := $(shell command -v nvcc || ls /usr/local/cuda/bin/nvcc 2> /dev/null)
 GPU := $(shell nvidia-smi -L > /dev/null 2>&1 && echo ON)
 CACHED_CUDA := $(shell sed -n 's/^LINEA_CUDA:BOOL=//p' $(BUILD_DIR)/CMakeCache.txt 2> /dev/null)
-CUDA ?= $(if $(NVCC),$(or $(GPU),$(CACHED_CUDA),OFF),OFF)
-CONFIGURE = scripts/setup.sh jobs && cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DLINEA_CUDA=$(CUDA)
+LINEA_CUDA ?= $(if $(NVCC),$(or $(GPU),$(CACHED_CUDA),OFF),OFF)
+CONFIGURE = scripts/setup.sh jobs && cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DLINEA_CUDA=$(LINEA_CUDA)
 CONFIGURE_ALL = scripts/setup.sh && cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release \
   -DLINEA_CUDA=$(if $(NVCC),ON,OFF) -DLINEA_DIST=ON
 
