@@ -2,7 +2,6 @@
 #pragma once
 
 #include "linea/tensor/atomic_file.h"
-#include "linea/tensor/backend.h"
 #include "linea/tensor/cpu/cpu_allocator.h"
 #include "linea/tensor/cpu_isa.h"
 #include "linea/tensor/creation.h"

@@ -3,7 +3,6 @@
 // (no silent float64 -> float32); a bool/uint8/int64 operand is converted to the other operand's
 // floating dtype; two integer operands promote (bool < uint8 < int64).
 #pragma once
-#include "linea/tensor/ops.h"
 #include "linea/tensor/tensor.h"
 
 namespace linea {
@@ -31,7 +30,9 @@ Tensor clamp(const Tensor& x, double lo, double hi);
 // An activation's backward in one pass, for the backward lambdas here and hand-written backwards
 // (MHLA's feature map); records nothing. dL/dx from g = dL/dy and the forward's input x, which
 // must have g's shape and dtype: op is BinaryOp::ReluBackward, GeluErfBackward, GeluTanhBackward or
-// SiluBackward (tensor/ops.h).
+// SiluBackward. Declared opaque here: the op table (tensor/ops.h) is the kernel interface's, not
+// part of what <linea/linea.h> brings in.
+enum class BinaryOp;
 Tensor activation_backward(BinaryOp op, const Tensor& g, const Tensor& x);
 
 // ---- binary (broadcasting) ----

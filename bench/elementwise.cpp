@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <linea/linea.h>
+#include <linea/tensor/backend.h>  // the GELU + grad kernel, timed directly
 
 using namespace linea;
 

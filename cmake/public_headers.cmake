@@ -1,13 +1,16 @@
-# The public headers: <linea/linea.h> and every linea header it includes, directly or through
-# another public header. That is the API; everything else (kernel headers, the CPU backend's
-# internals, mhla_detail.h, the CUDA backend's classes) is private and is not installed.
+# The public headers: <linea/linea.h>, the user API, and <linea/tensor/backend.h>, the kernel
+# interface (for those who write a backend or call kernels directly; linea.h does not include it,
+# so `using namespace linea` brings in neither Backend nor the op-table macros), with every linea
+# header they include, directly or through another public header. Everything else (kernel
+# headers, the CPU backend's internals, mhla_detail.h, the CUDA backend's classes) is private and
+# is not installed.
 #
 # linea_public_headers(ROOT OUT): ROOT is the folder that "linea/" stands for (the source tree,
 # or include/linea of an installed tree); OUT gets the headers' paths relative to ROOT, sorted.
 # Used by the install rules (CMakeLists.txt) and by the consumer test, which checks that the
 # installed tree holds exactly these.
 function(linea_public_headers root out)
-  set(todo linea.h)
+  set(todo linea.h tensor/backend.h)
   set(seen)
   while(todo)
     list(POP_FRONT todo h)

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <linea/tensor/backend.h>  // attention_probs_size: what the softmax kernel keeps per row
 
 namespace gpt {
 

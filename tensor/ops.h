@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "linea/tensor/dtype.h"
+#include "linea/tensor/feature_map.h"
 
 #ifdef __CUDACC__
 #define LINEA_HD __host__ __device__ __forceinline__
@@ -192,16 +193,6 @@ enum class BinaryOp { LINEA_BINARY_OPS(LINEA_OP_ENUM) };
 
 // Reductions are not elementwise: each backend writes its own kernels (reduce.cu, cpu_reduce.cpp).
 enum class ReduceOp { Sum, Max, Min, ArgMax, LogSumExp };
-
-// MHLA's feature map φ, applied to queries and keys (nn/functional/attention.h). Defined here, with
-// the other op enums nvcc reads, so the composite path, Backend::MHLAArgs and the CUDA kernels
-// (cuda/mhla.cu) name the same four maps.
-enum class FeatureMap {
-  ReluEps,   // relu(x) + eps  (the vision default)
-  Elu1,      // elu(x) + 1
-  Relu,      // relu(x)        (the official causal LM's choice)
-  Identity,  // x: the caller applied its own feature map (e.g. φ then RoPE)
-};
 
 // Unary<UnaryOp::X> / Binary<BinaryOp::X>: the table entry as a type. name and domain, and
 // apply<M>(...) evaluating the formula with the libm M.

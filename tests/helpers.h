@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <linea/linea.h>
+#include <linea/tensor/backend.h>  // the kernel interface: the tests call kernels directly too
 
 namespace linea::testing {
 

@@ -20,12 +20,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "linea/tensor/ops.h"
+#include "linea/tensor/feature_map.h"
 #include "linea/tensor/tensor.h"
 
 namespace linea::nn::functional {
 
-using linea::FeatureMap;  // ReluEps, Elu1, Relu, Identity (tensor/ops.h)
+using linea::FeatureMap;  // ReluEps, Elu1, Relu, Identity (tensor/feature_map.h)
 
 struct SoftmaxAttentionOptions {
   bool causal = false;

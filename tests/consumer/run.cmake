@@ -15,7 +15,8 @@ file(REMOVE_RECURSE ${WORK})
 set(prefix ${WORK}/prefix)
 run(${CMAKE_COMMAND} --install ${LINEA_BUILD} --prefix ${prefix})
 
-# Only the API is installed: every installed header is <linea/linea.h> or reached from it.
+# Only the API is installed: every installed header is <linea/linea.h>, <linea/tensor/backend.h>
+# or reached from them (cmake/public_headers.cmake).
 include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/public_headers.cmake)
 set(inc ${prefix}/include/linea)
 linea_public_headers(${inc} public)
@@ -23,7 +24,7 @@ file(GLOB_RECURSE installed RELATIVE ${inc} ${inc}/*)
 set(private ${installed})
 list(REMOVE_ITEM private ${public})
 if(private)
-  message(FATAL_ERROR "consumer test: private headers installed (not reached from linea.h): ${private}")
+  message(FATAL_ERROR "consumer test: private headers installed (not reached from linea.h or tensor/backend.h): ${private}")
 endif()
 list(LENGTH installed n)
 message(STATUS "consumer: ${n} public headers installed, none private")
