@@ -1,7 +1,9 @@
-# The public headers: <linea/linea.h>, the user API, and <linea/tensor/backend.h>, the kernel
-# interface (for those who write a backend or call kernels directly; linea.h does not include it,
-# so `using namespace linea` brings in neither Backend nor the op-table macros), with every linea
-# header they include, directly or through another public header. Everything else (kernel
+# The public headers: <linea/linea.h>, the user API; <linea/dist/dist.h> and
+# <linea/dist/data_parallel.h>, the API of linea::dist (a library of its own, above nn/); and
+# <linea/tensor/backend.h>, the kernel interface (for those who write a backend or call kernels
+# directly; linea.h does not include it, so `using namespace linea` brings in neither Backend nor
+# the op-table macros); with every linea header they include, directly or through another public
+# header. Everything else (kernel
 # headers, the CPU backend's internals, mhla_detail.h, the CUDA backend's classes) is private and
 # is not installed.
 #
@@ -10,7 +12,7 @@
 # Used by the install rules (CMakeLists.txt) and by the consumer test, which checks that the
 # installed tree holds exactly these.
 function(linea_public_headers root out)
-  set(todo linea.h tensor/backend.h)
+  set(todo linea.h dist/dist.h dist/data_parallel.h tensor/backend.h)
   set(seen)
   while(todo)
     list(POP_FRONT todo h)

@@ -1,8 +1,10 @@
-// A user program against an installed linea: autograd (y = sum(x * x) has dy/dx = 2x) and a
-// matmul, which runs on OpenBLAS. Exit code 0 when both match hand-computed values.
+// A user program against an installed linea: autograd (y = sum(x * x) has dy/dx = 2x), a matmul,
+// which runs on OpenBLAS, and linea::dist started without mpirun (a world of one, whose
+// all_reduce leaves a tensor as it is). Exit code 0 when all match hand-computed values.
 #include <cmath>
 #include <cstdio>
 
+#include <linea/dist/dist.h>
 #include <linea/linea.h>
 
 int main() {
@@ -25,6 +27,14 @@ int main() {
     std::printf("consumer: FAILED: matmul gave %s\n", linea::to_string(linea::matmul(a, b)).c_str());
     return 1;
   }
-  std::printf("consumer: ok (grad == 2x, matmul right; CUDA device: %s)\n", linea::cuda::is_available() ? "yes" : "no");
+  const linea::dist::World& world = linea::dist::init();
+  linea::Tensor c = a.clone();
+  linea::dist::all_reduce(c);
+  if (world.size != 1 || c.to_vector() != a.to_vector()) {
+    std::printf("consumer: FAILED: a world of %d, all_reduce gave %s\n", world.size, linea::to_string(c).c_str());
+    return 1;
+  }
+  std::printf("consumer: ok (grad == 2x, matmul right, dist a world of one%s; CUDA device: %s)\n",
+              linea::dist::built_with_mpi() ? " over MPI" : "", linea::cuda::is_available() ? "yes" : "no");
   return 0;
 }
