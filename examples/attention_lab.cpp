@@ -33,6 +33,7 @@
 #include "flags.h"
 #include "gpt_model.h"
 #include "lab_report.h"
+#include "run_checkpoint.h"
 #include "vit_model.h"
 
 using namespace linea;
@@ -65,14 +66,18 @@ const std::vector<flags::Flag<Config>>& flag_table() {
       flag("lm", &Config::lm, false, "a char_lm --attn mhla checkpoint (default: runs/char_lm_mhla, else train briefly)"),
       flag("bin", &Config::bin, false, "the folder holding vit_fmnist and char_lm (default: this program's)"),
       flag("text", &Config::text, false, "the char-GPT's text (default: the KJV, scripts/prepare_data.sh kjv)"),
-      flag("image", &Config::image, false, "Fashion-MNIST test image of the ViT heatmaps"),
-      flag("layer", &Config::layer, false, "ViT layer of the pooled N sweep (-1: the last)"),
-      flag("d", &Config::d, false, "head dim of the random q, k"),
-      flag("max-n", &Config::max_n, false, "largest N of the sweeps (a power of two, 64..4096)"),
-      flag("rank-max-n", &Config::rank_max_n, false, "largest N whose rank is measured (SVD is O(N^3))"),
-      flag("rank-tol", &Config::rank_tol, false, "rank counts singular values above rank-tol * the largest"),
+      flag("image", &Config::image, false, "Fashion-MNIST test image of the ViT heatmaps", flags::below(0, 10000)),
+      flag("layer", &Config::layer, false, "ViT layer of the pooled N sweep (-1: the last)", flags::at_least(-1)),
+      flag("d", &Config::d, false, "head dim of the random q, k", flags::at_least(1, 256)),
+      flag("max-n", &Config::max_n, false, "largest N of the sweeps (a power of two, 64..4096)",
+           flags::at_least(64, 4096)),
+      // The sweeps start at N = 64: a smaller bound would leave them without a single rank.
+      flag("rank-max-n", &Config::rank_max_n, false, "largest N whose rank is measured (SVD is O(N^3))",
+           flags::at_least(64)),
+      flag("rank-tol", &Config::rank_tol, false, "rank counts singular values above rank-tol * the largest",
+           flags::open(0, 1)),
       flag("seed", &Config::seed, false, "the random q, k and the text window"),
-      flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)"),
+      flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)", flags::at_least(0, 1024)),
   };
   return t;
 }
@@ -82,35 +87,51 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 // ---------------------------------------------------------------- checkpoints
 
-// The checkpoint given, else the full run's, else an earlier brief one, else a brief run now.
+// The checkpoint given, else the full run's, else an earlier brief one, else a brief run now
+// (vit_fmnist and char_lm create brief_dir themselves).
 std::string find_or_train(const std::string& given, const std::string& full_run, const std::string& brief_dir,
                           const std::string& train_cmd, const std::string& what) {
   if (!given.empty()) return given;
   const std::string brief = brief_dir + "/checkpoint.safetensors";
   for (const std::string& p : {full_run, brief})
-    if (fs::exists(p)) {
-      fmt::print("{}: {}{}\n", what, p, p == brief ? " (a brief run of an earlier attention_lab)" : "");
-      return p;
-    }
+    if (fs::exists(p)) return p;
   fmt::print("{}: no {} yet; training briefly:\n  {}\n", what, full_run, train_cmd);
-  fs::create_directories(brief_dir);
   std::fflush(stdout);
   const auto t = Clock::now();
   LINEA_CHECK(std::system(train_cmd.c_str()) == 0 && fs::exists(brief), "[attention_lab] the brief run failed: {}",
               train_cmd);
-  fmt::print("{}: trained briefly in {:.0f} s -> {}\n", what, seconds_since(t), brief);
+  fmt::print("{}: trained briefly in {:.0f} s\n", what, seconds_since(t));
   return brief;
 }
 
-// The "--name value" line both examples save in a checkpoint's "config" metadata, as a map.
-std::map<std::string, std::string> checkpoint_flags(const std::string& path) {
+// What attention_lab reads of a vit_fmnist or char_lm checkpoint's metadata.
+struct CheckpointInfo {
+  std::map<std::string, std::string> flags;  // the "--name value" line saved under "config"
+  std::string trained;                       // how far the run got: "3 epochs", "300 steps"
+};
+
+// `program` (vit_fmnist or char_lm) saved the checkpoint: vit_fmnist counts the epochs done under
+// "epoch" and the batches into the next under "batch", char_lm the steps under "step".
+CheckpointInfo read_checkpoint(const std::string& path, const std::string& program) {
   const nn::Metadata meta = nn::load_safetensors(path).metadata;
-  auto it = meta.find("config");
-  LINEA_CHECK(it != meta.end(), "[attention_lab] '{}' has no config: not a vit_fmnist / char_lm checkpoint", path);
-  const std::vector<std::string> w = flags::split_words(it->second);
-  std::map<std::string, std::string> m;
-  for (size_t i = 0; i + 1 < w.size(); i += 2) m[w[i].substr(2)] = w[i + 1];
-  return m;
+  const std::vector<std::string> keys = program == "vit_fmnist" ? std::vector<std::string>{"config", "epoch", "batch"}
+                                                                 : std::vector<std::string>{"config", "step"};
+  for (const std::string& k : keys)
+    LINEA_CHECK(meta.contains(k), "[attention_lab] '{}' has no \"{}\" entry: not a {} checkpoint", path, k, program);
+  auto count = [&](const std::string& k) { return examples::meta_integer(meta, k, path, "attention_lab"); };
+  auto counted = [](int64_t n, const char* one, const char* many) {
+    return fmt::format("{} {}", n, n == 1 ? one : many);
+  };
+  CheckpointInfo info;
+  if (program == "vit_fmnist") {
+    info.trained = counted(count("epoch"), "epoch", "epochs");
+    if (const int64_t b = count("batch"); b > 0) info.trained += " and " + counted(b, "batch", "batches");
+  } else {
+    info.trained = counted(count("step"), "step", "steps");
+  }
+  const std::vector<std::string> w = flags::split_words(meta.at("config"));
+  for (size_t i = 0; i + 1 < w.size(); i += 2) info.flags[w[i].substr(2)] = w[i + 1];
+  return info;
 }
 
 // ---------------------------------------------------------------- q and k of a trained model
@@ -218,9 +239,10 @@ struct VitData {
 
 // The checkpoint's ViT and enough test images for `pooled` tokens in a row, and image `image`.
 VitData load_vit(const std::string& ckpt, int64_t pooled, int64_t image) {
-  const std::map<std::string, std::string> f = checkpoint_flags(ckpt);
+  const CheckpointInfo info = read_checkpoint(ckpt, "vit_fmnist");
+  fmt::print("ViT-FMNIST: {} ({} of training)\n", ckpt, info.trained);
   std::vector<std::string> words;
-  for (const auto& [name, value] : f) words.insert(words.end(), {"--" + name, value});
+  for (const auto& [name, value] : info.flags) words.insert(words.end(), {"--" + name, value});
   const vit::Config cfg = vit::parse_config(words);
   LINEA_CHECK(cfg.attn == "mhla", "[attention_lab] '{}' was trained with --attn {}; the lab reads an MHLA ViT", ckpt,
               cfg.attn);
@@ -287,8 +309,10 @@ struct GptData {
 };
 
 // The trained char-GPT and one window of its validation text.
-GptData load_gpt(const Config& o, const std::string& ckpt) {
-  const std::map<std::string, std::string> f = checkpoint_flags(ckpt);
+GptData load_gpt(const Config& o, const std::string& ckpt, const std::string& text_path) {
+  const CheckpointInfo info = read_checkpoint(ckpt, "char_lm");
+  fmt::print("char-GPT: {} ({} of training)\n", ckpt, info.trained);
+  const std::map<std::string, std::string>& f = info.flags;
   LINEA_CHECK(f.contains("attn") && f.at("attn") == "mhla",
               "[attention_lab] '{}' was not trained with --attn mhla; the lab reads a causal-MHLA char_lm", ckpt);
   const data::Vocab vocab = data::Vocab::load((fs::path(ckpt).parent_path() / "vocab.json").string());
@@ -300,7 +324,6 @@ GptData load_gpt(const Config& o, const std::string& ckpt) {
   GptData g{std::make_shared<gpt::GPT>(mc), mc.chunk, Tensor()};
   gpt::load_weights(*g.model, ckpt);
   g.model->eval();
-  const std::string text_path = o.text.empty() ? data::default_corpus_path() : o.text;
   const data::CharCorpus corpus = data::CharCorpus::from_file(text_path, vocab);
   Generator gen(o.seed);
   g.window = corpus.get_batch("val", 1, mc.context, gen).x;
@@ -348,34 +371,34 @@ std::vector<Row> gpt_window(const Config& o, const GptData& g, lab::Report& rep)
 }
 
 int run(const Config& o, const std::string& self_dir) {
-  LINEA_CHECK(o.max_n >= 64 && o.max_n <= 4096 && (o.max_n & (o.max_n - 1)) == 0,
-              "[attention_lab] --max-n must be a power of two in 64..4096, got {}", o.max_n);
-  LINEA_CHECK(o.d > 0 && o.d <= 256, "[attention_lab] --d must be in 1..256, got {}", o.d);
-  LINEA_CHECK(o.rank_tol > 0 && o.rank_tol < 1, "[attention_lab] --rank-tol must be in (0, 1), got {}", o.rank_tol);
-  LINEA_CHECK(o.image >= 0 && o.image < 10000, "[attention_lab] --image must be a test image, 0..9999, got {}", o.image);
-  LINEA_CHECK(o.rank_max_n >= 0, "[attention_lab] --rank-max-n must be >= 0, got {}", o.rank_max_n);
-  LINEA_CHECK(o.layer >= -1, "[attention_lab] --layer must be a layer index or -1 (the last), got {}", o.layer);
-  LINEA_CHECK(o.threads >= 0, "[attention_lab] --threads must be >= 0 (0: all cores), got {}", o.threads);
+  LINEA_CHECK((o.max_n & (o.max_n - 1)) == 0, "[attention_lab] --max-n must be a power of two in 64..4096, got {}",
+              o.max_n);
+  // Where the results go and the text the char-GPT reads, before anything is trained or measured.
+  const std::string text_path = o.text.empty() ? data::default_corpus_path() : o.text;
+  lab::Report rep(o.out);
+  std::error_code ec;
+  LINEA_CHECK(fs::is_regular_file(text_path, ec), "[attention_lab] {}'{}' is not a file{}",
+              o.text.empty() ? "the default text " : "--text ", text_path,
+              o.text.empty() ? " (make it with scripts/prepare_data.sh kjv, or give --text FILE)" : "");
   const std::string bin = o.bin.empty() ? self_dir : o.bin;
   const int threads = omp_get_max_threads();
   const std::string vit_ckpt = find_or_train(
       o.vit, "runs/vit_fmnist_mhla/checkpoint.safetensors", o.out + "/vit_fmnist_mhla",
       fmt::format("nice -n 10 {}/vit_fmnist --attn mhla --epochs 1 --threads {} --overwrite on --out {}/vit_fmnist_mhla",
                   bin, threads, o.out),
-      "ViT-FMNIST (1 epoch)");
+      "ViT-FMNIST");
   const std::string lm_ckpt = find_or_train(
       o.lm, "runs/char_lm_mhla/checkpoint.safetensors", o.out + "/char_lm_mhla",
       fmt::format("nice -n 10 {}/char_lm --attn mhla --steps 300 --eval-interval 300 --eval-batches 20 --threads {} "
                   "--overwrite on --out {}/char_lm_mhla{}",
                   bin, threads, o.out, o.text.empty() ? "" : " --data " + o.text),
-      "char-GPT (300 steps)");
+      "char-GPT");
 
-  // Everything is loaded before anything is written.
+  // Everything is loaded before anything is measured.
   const VitData vit = load_vit(vit_ckpt, o.max_n, o.image);
   LINEA_CHECK(o.layer < int64_t(vit.model->blocks->size()), "[attention_lab] --layer {} but the ViT has {} layers",
               o.layer, vit.model->blocks->size());
-  const GptData gpt_model = load_gpt(o, lm_ckpt);
-  lab::Report rep(o.out);
+  const GptData gpt_model = load_gpt(o, lm_ckpt, text_path);
   const auto t = Clock::now();
   fmt::print("\nmeasuring (rank: singular values > {:g} x the largest, LAPACK dgesdd in float64, for N <= {}; "
              "entropy: mean row entropy / log(keys in the row))\n",
@@ -411,12 +434,9 @@ int run(const Config& o, const std::string& self_dir) {
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (flags::help_requested("attention_lab", flag_table(), args)) return 0;
-  try {
+  return flags::guarded_main("attention_lab", [&] {
     const Config o = flags::parse_flags("attention_lab", flag_table(), args);
     if (o.threads > 0) omp_set_num_threads(int(o.threads));
     return run(o, fs::absolute(argv[0]).parent_path().string());
-  } catch (const Error& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 1;
-  }
+  });
 }

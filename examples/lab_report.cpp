@@ -2,12 +2,12 @@
 #include "lab_report.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <map>
 
 #include <fmt/core.h>
 
+#include "data/output_paths.h"
 #include "data/plot.h"
 
 namespace lab {
@@ -54,7 +54,10 @@ std::string file_tag(const std::string& kind) {
   return t;
 }
 
-Report::Report(std::string out_dir) : out_(std::move(out_dir)) { fs::create_directories(out_ + "/heatmaps"); }
+Report::Report(std::string out_dir) : out_(std::move(out_dir)) {
+  linea::data::make_output_dir("attention_lab", "--out", out_);
+  linea::data::make_output_dir("attention_lab", "--out", out_ + "/heatmaps");
+}
 
 void Report::heatmap(const std::string& name, const std::vector<Tensor>& maps, int64_t N) {
   const std::string path = fmt::format("{}/heatmaps/{}.png", out_, name);
@@ -201,13 +204,11 @@ void Report::plots(const std::string& prefix, const std::vector<Row>& rows) {
 
 void Report::csv(const std::string& name, const std::vector<Row>& rows) {
   const std::string path = out_ + "/" + name;
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  LINEA_CHECK(f != nullptr, "[attention_lab] cannot write {}", path);
-  fmt::print(f, "source,kind,N,d,head,rank,rank_bound,entropy_ratio\n");
+  std::string text = "source,kind,N,d,head,rank,rank_bound,entropy_ratio\n";
   for (const Row& r : rows)
-    fmt::print(f, "{},{},{},{},{},{},{},{:.6f}\n", r.source, r.kind, r.N, r.d, r.head, r.rank < 0 ? "" : std::to_string(r.rank),
-               r.bound, r.entropy);
-  LINEA_CHECK(std::fclose(f) == 0, "[attention_lab] cannot write {}", path);
+    text += fmt::format("{},{},{},{},{},{},{},{:.6f}\n", r.source, r.kind, r.N, r.d, r.head,
+                        r.rank < 0 ? "" : std::to_string(r.rank), r.bound, r.entropy);
+  linea::write_file_atomically(path, {text}, "attention_lab");
   others_.push_back(path);
 }
 

@@ -25,6 +25,8 @@ std::string file_tag(const std::string& kind);
 
 class Report {
  public:
+  // Creates out_dir and out_dir/heatmaps, or throws saying why it cannot: the first thing
+  // attention_lab does, so a bad --out fails before any training or measuring.
   explicit Report(std::string out_dir);
 
   // <out>/heatmaps/<name>.png: the maps side by side on one log colour scale for N tokens,

@@ -19,7 +19,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -27,6 +26,7 @@
 
 #include "data/memory_budget.h"
 #include "data/mqar.h"
+#include "data/output_paths.h"
 #include "data/plot.h"
 #include "data/progress.h"
 #include "data/sampling.h"
@@ -231,19 +231,28 @@ std::vector<Row> sweep_rows(const Config& o) {
   return rows;
 }
 
+// The sweep's outputs: the CSV and the PNG beside it (results.csv -> results.png).
+std::string png_path(const std::string& csv) {
+  const std::filesystem::path p(csv);
+  return (p.parent_path() / (p.stem().string() + ".png")).string();
+}
+
+// Both outputs of the sweep can be written: checked before it trains, not after its minutes.
+void check_sweep_outputs(const Config& o) {
+  if (png_path(o.csv) == o.csv)
+    flags::fail("mqar", fmt::format("--csv '{}': its plot would overwrite it (a .png)", o.csv));
+  data::check_output_file("mqar", "--csv", o.csv);
+  data::check_output_file("mqar", "--csv's plot", png_path(o.csv));
+}
+
 void write_csv(const std::string& path, const std::vector<Row>& rows) {
-  const std::string tmp = path + ".tmp";  // written whole, then renamed: never a half-written file
-  {
-    std::ofstream f(tmp);
-    LINEA_CHECK(f.good(), "[mqar] cannot write '{}'", tmp);
-    f << "attn,seq_len,num_kv,dim,lr,seed,batch,train_examples,epochs,steps,test_accuracy,train_loss,seconds\n";
-    for (const Row& r : rows)
-      f << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.1f}\n", r.attn, r.size.seq_len, r.size.num_kv,
-                       r.config.dim, r.config.lr, r.seed, r.config.batch, r.config.train_examples, r.config.epochs,
-                       r.result.steps, r.result.accuracy, r.result.loss, r.result.seconds);
-    LINEA_CHECK(f.good(), "[mqar] writing '{}' failed", tmp);
-  }
-  std::filesystem::rename(tmp, path);
+  std::string text =
+      "attn,seq_len,num_kv,dim,lr,seed,batch,train_examples,epochs,steps,test_accuracy,train_loss,seconds\n";
+  for (const Row& r : rows)
+    text += fmt::format("{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.1f}\n", r.attn, r.size.seq_len, r.size.num_kv,
+                        r.config.dim, r.config.lr, r.seed, r.config.batch, r.config.train_examples, r.config.epochs,
+                        r.result.steps, r.result.accuracy, r.result.loss, r.result.seconds);
+  write_file_atomically(path, {text}, "mqar");  // never a half-written file
 }
 
 std::string seed_list(const Config& o) {
@@ -297,12 +306,10 @@ int run_sweep(const Config& o, Device dev) {
     fmt::print("\n");
   }
   series.push_back(chance);
-  const std::filesystem::path csv(o.csv);
-  if (csv.has_parent_path()) std::filesystem::create_directories(csv.parent_path());
   write_csv(o.csv, rows);
   fmt::print("results: {}\n", o.csv);
   // The table and the CSV are the results; the picture is a convenience, so no gnuplot is no error.
-  const std::string png = (csv.parent_path() / (csv.stem().string() + ".png")).string();
+  const std::string png = png_path(o.csv);
   if (!plot::gnuplot_available()) {
     fmt::print("no gnuplot here (apt-get install gnuplot-nox): {} not drawn\n", png);
   } else {
@@ -325,6 +332,7 @@ int main(int argc, char** argv) {
     if (!o.lr_given) o.lr = kind_lr(o.attn);
     check(o);
     const Device dev = flags::parse_device("mqar", o.device);
+    if (o.sweep) check_sweep_outputs(o);
     if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
     if (o.sweep) return run_sweep(o, dev);
     const Result r = run(o, dev);

@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 
 #include "data/plot.h"
+#include "flags.h"
 
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
@@ -16,14 +17,11 @@ int main(int argc, char** argv) {
                "  writes OUT_DIR/loss.png (columns named *loss*) and OUT_DIR/accuracy.png (*acc*) against step\n");
     return argc == 2 ? 0 : 2;
   }
-  try {
+  return flags::guarded_main("plot_metrics", [&] {
     std::string csv = argv[1];
     if (fs::is_directory(csv)) csv = (fs::path(csv) / "metrics.csv").string();
     const std::string out = argc == 3 ? argv[2] : fs::path(csv).parent_path().string();
     for (const std::string& f : linea::plot::plot_metrics(csv, out.empty() ? "." : out)) fmt::print("{}\n", f);
     return 0;
-  } catch (const linea::Error& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 1;
-  }
+  });
 }

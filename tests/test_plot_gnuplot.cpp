@@ -4,6 +4,8 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -29,6 +31,8 @@ TEST_CASE("line_plot: two series on a log-x axis -> a valid PNG of the requested
   CHECK(h.valid);
   CHECK(h.width == 640);
   CHECK(h.height == 360);
+  // Readable by others, as any file the user writes (the temp file it is drawn into is 0600).
+  CHECK((fs::status(path).permissions() & fs::perms::others_read) != fs::perms::none);
 }
 
 TEST_CASE("plot_metrics: a vit_fmnist-style metrics.csv -> loss.png and accuracy.png") {
@@ -74,7 +78,72 @@ TEST_CASE("plot_metrics and line_plot: bad input is a linea::Error naming the fi
   CHECK_THROWS_WITH_AS(plot::line_plot(tmp.file("x.png"), {.series = {{"a", {1, 2}, {1}}}}),
                        doctest::Contains("series 'a' has 2 x and 1 y"), Error);
   CHECK_THROWS_WITH_AS(plot::line_plot(tmp.file("no/such/dir/x.png"), {.series = {{"a", {1}, {1}}}}),
-                       doctest::Contains("gnuplot failed"), Error);
+                       doctest::Contains("cannot write"), Error);
+  // An output folder that cannot be made: a linea::Error naming it, before any drawing.
+  testing::write_bytes(tmp.file("lm.csv"), "step,train_loss\n1,2\n");
+  testing::write_bytes(tmp.file("a_file"), "");
+  const std::string not_dir = "'" + tmp.file("a_file") + "' exists and is not a directory";
+  CHECK_THROWS_WITH_AS(plot::plot_metrics(tmp.file("lm.csv"), tmp.file("a_file")), doctest::Contains(not_dir.c_str()),
+                       Error);
+  const std::string below_file = "output folder '" + tmp.file("a_file/sub") + "': cannot create";
+  CHECK_THROWS_WITH_AS(plot::plot_metrics(tmp.file("lm.csv"), tmp.file("a_file/sub")),
+                       doctest::Contains(below_file.c_str()), Error);
+}
+
+TEST_CASE("line_plot: a failed drawing leaves no PNG, neither empty nor partial, and no temp file") {
+  testing::TempDir tmp("plot_gnuplot");
+  // gnuplot opens its output, then refuses a log axis over x <= 0.
+  const plot::LinePlot bad{.logx = true, .series = {{"a", {-1, -2}, {1, 2}}}};
+  CHECK_THROWS_WITH_AS(plot::line_plot(tmp.file("bad.png"), bad), doctest::Contains("gnuplot failed"), Error);
+  CHECK(fs::is_empty(tmp.dir));
+  // A PNG already there survives a failed redraw whole.
+  plot::line_plot(tmp.file("bad.png"), {.series = {{"a", {1, 2}, {1, 2}}}});
+  const std::string before = testing::read_bytes(tmp.file("bad.png"));
+  CHECK_THROWS_AS(plot::line_plot(tmp.file("bad.png"), bad), Error);
+  CHECK(testing::read_bytes(tmp.file("bad.png")) == before);
+  CHECK(std::distance(fs::directory_iterator(tmp.dir), fs::directory_iterator()) == 1);
+}
+
+TEST_CASE("thin_series: at most 3 points per bucket, keeping each bucket's extremes and its gaps") {
+  plot::Series s{"loss", {}, {}};
+  for (int i = 0; i < 400000; ++i) s.x.push_back(i), s.y.push_back(1.0 + 1e-3 * (i % 7));
+  s.y[123457] = 50;   // a spike up,
+  s.y[300001] = -3;   // one down,
+  s.y[200000] = NAN;  // and a gap, each among ~500 points of one bucket
+  const plot::Series t = plot::thin_series(s, 800);
+  CHECK(t.name == "loss");
+  REQUIRE(t.x.size() == t.y.size());
+  CHECK(t.x.size() <= 3 * 800);
+  CHECK(t.x.size() >= 2 * 800);  // each bucket's min and max
+  CHECK(std::is_sorted(t.x.begin(), t.x.end()));
+  CHECK(std::find(t.y.begin(), t.y.end(), 50.0) != t.y.end());
+  CHECK(std::find(t.y.begin(), t.y.end(), -3.0) != t.y.end());
+  CHECK(std::count_if(t.y.begin(), t.y.end(), [](double y) { return std::isnan(y); }) == 1);
+  CHECK(*std::max_element(t.x.begin(), t.x.end()) <= 399999);
+  // Short series are drawn whole.
+  const plot::Series short_one{"a", {1, 2, 3}, {3, NAN, 1}};
+  const plot::Series kept = plot::thin_series(short_one, 1);
+  CHECK(kept.x == short_one.x);
+  CHECK_THROWS_WITH_AS(plot::thin_series(short_one, 0), doctest::Contains("buckets must be positive"), Error);
+}
+
+TEST_CASE("plot_metrics: 400k rows -> a script of a bounded number of points, and the PNGs") {
+  testing::TempDir tmp("plot_gnuplot");
+  std::string csv = "step,lr,train_loss,val_loss\n";
+  // Noisy, as a real run's losses: drawing every point of such a zigzag takes gnuplot minutes.
+  for (int64_t i = 1; i <= 400000; ++i)
+    csv += fmt::format("{},0.001,{},{}\n", i, 2.0 + double(i * 7919 % 1000) * 1e-3, 2.1 + double(i % 997) * 1e-3);
+  testing::write_bytes(tmp.file("metrics.csv"), csv);
+  // What gnuplot gets for two 400k-point series: at most 3 points per pixel column each.
+  std::vector<double> x(400000), y(400000, 1.0);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = double(i);
+  const std::string script =
+      plot::gnuplot_script("out.png", {.series = {{"train_loss", x, y}, {"val_loss", x, y}}, .width = 800});
+  CHECK(std::count(script.begin(), script.end(), '\n') <= 2 * 3 * 800 + 30);
+  CHECK(script.find("with lines lw 2 title \"train_loss\"") != std::string::npos);
+  const std::vector<std::string> files = plot::plot_metrics(tmp.file("metrics.csv"), tmp.dir.string());
+  CHECK(files == std::vector<std::string>{tmp.file("loss.png")});
+  CHECK(testing::read_png_header(tmp.file("loss.png")).valid);
 }
 
 int main(int argc, char** argv) {

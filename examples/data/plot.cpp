@@ -1,17 +1,22 @@
 // Heatmaps through libpng, line plots through gnuplot (data/plot.h).
 #include "data/plot.h"
+#include "data/output_paths.h"
 #include "data/run_files.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <tuple>
 
 #include <fmt/core.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifdef LINEA_HAVE_PNG
@@ -119,54 +124,102 @@ fs::path temp_file(const std::string& suffix) {
   return fs::temp_directory_path() / fmt::format("linea_plot_{}_{}{}", ::getpid(), counter++, suffix);
 }
 
-std::string read_all(const fs::path& p) {
+// The last non-blank line of a file: gnuplot's error, after its warnings and the echoed command.
+std::string last_line(const fs::path& p) {
   std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  std::string last;
+  for (std::string line; std::getline(f, line);)
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  return last;
 }
 
-}  // namespace
-
-void line_plot(const std::string& png_path, const LinePlot& plot) {
-  LINEA_CHECK(!plot.series.empty(), "[line_plot] no series to draw into '{}'", png_path);
+void check_plot(const std::string& output, const LinePlot& plot) {
+  LINEA_CHECK(!plot.series.empty(), "[line_plot] no series to draw into '{}'", output);
   LINEA_CHECK(plot.width > 0 && plot.height > 0, "[line_plot] size {}x{} must be positive", plot.width, plot.height);
   for (const Series& s : plot.series)
     LINEA_CHECK(s.x.size() == s.y.size() && !s.x.empty(), "[line_plot] series '{}' has {} x and {} y values",
                 s.name, s.x.size(), s.y.size());
-  LINEA_CHECK(gnuplot_available(), "[line_plot] cannot draw '{}': gnuplot is not installed "
-              "(apt-get install gnuplot-nox, or scripts/setup.sh)", png_path);
-  // The script carries its data inline, as datablocks ($d0, $d1, ...), so one file is all gnuplot reads.
-  std::string gp;
+}
+
+}  // namespace
+
+Series thin_series(const Series& s, int64_t buckets) {
+  LINEA_CHECK(buckets > 0, "[thin_series] buckets must be positive, got {}", buckets);
+  const auto n = int64_t(s.x.size());
+  if (n <= 3 * buckets) return s;
+  Series out{s.name, {}, {}};
+  for (int64_t b = 0; b < buckets; ++b) {
+    const int64_t lo = b * n / buckets, hi = (b + 1) * n / buckets;
+    int64_t imin = -1, imax = -1, inan = -1;
+    for (int64_t i = lo; i < hi; ++i) {
+      const double y = s.y[size_t(i)];
+      if (std::isnan(y)) {
+        if (inan < 0) inan = i;
+      } else {
+        if (imin < 0 || y < s.y[size_t(imin)]) imin = i;
+        if (imax < 0 || y > s.y[size_t(imax)]) imax = i;
+      }
+    }
+    std::vector<int64_t> keep;
+    for (int64_t i : {imin, imax, inan})
+      if (i >= 0 && std::find(keep.begin(), keep.end(), i) == keep.end()) keep.push_back(i);
+    std::sort(keep.begin(), keep.end());
+    for (int64_t i : keep) out.x.push_back(s.x[size_t(i)]), out.y.push_back(s.y[size_t(i)]);
+  }
+  return out;
+}
+
+std::string gnuplot_script(const std::string& output, const LinePlot& plot) {
+  check_plot(output, plot);
+  // The data goes inline, as datablocks ($d0, $d1, ...), so one file is all gnuplot reads.
+  std::string gp, plots;
   for (size_t i = 0; i < plot.series.size(); ++i) {
+    const Series s = thin_series(plot.series[i], plot.width);
     gp += fmt::format("$d{} << EOD\n", i);
-    const Series& s = plot.series[i];
     for (size_t j = 0; j < s.x.size(); ++j)
       gp += std::isnan(s.y[j]) ? "\n" : fmt::format("{:.10g} {:.10g}\n", s.x[j], s.y[j]);
     gp += "EOD\n";
+    // A thinned series has points closer than a pixel: markers would only blot the line.
+    const bool thinned = s.x.size() < plot.series[i].x.size();
+    plots += fmt::format("{}$d{} using 1:2 with {} lw 2{} title {}", i ? ", " : "", i,
+                         thinned ? "lines" : "linespoints", thinned ? "" : " pt 7 ps 0.8", quoted(s.name));
   }
   // noenhanced: names such as train_loss print as written, not with "_l" as a subscript.
-  gp += fmt::format("set terminal pngcairo size {},{} noenhanced font \"sans,11\"\nset output {}\n", plot.width, plot.height,
-                    quoted(png_path));
+  gp += fmt::format("set terminal pngcairo size {},{} noenhanced font \"sans,11\"\nset output {}\n", plot.width,
+                    plot.height, quoted(output));
   gp += fmt::format("set title {}\nset xlabel {}\nset ylabel {}\n", quoted(plot.title), quoted(plot.xlabel),
                     quoted(plot.ylabel));
   gp += "set grid\nset key outside right top\n";
   if (plot.logx) gp += "set logscale x 2\n";
   if (plot.logy) gp += "set logscale y 2\n";
-  gp += "plot ";
-  for (size_t i = 0; i < plot.series.size(); ++i)
-    gp += fmt::format("{}$d{} using 1:2 with linespoints lw 2 pt 7 ps 0.8 title {}", i ? ", " : "", i,
-                      quoted(plot.series[i].name));
-  gp += "\nunset output\n";
+  return gp + "plot " + plots + "\nunset output\n";
+}
 
+void line_plot(const std::string& png_path, const LinePlot& plot) {
+  check_plot(png_path, plot);
+  LINEA_CHECK(gnuplot_available(), "[line_plot] cannot draw '{}': gnuplot is not installed "
+              "(apt-get install gnuplot-nox, or scripts/setup.sh)", png_path);
+  std::string tmp = fmt::format("{}.tmp.{}.XXXXXX", png_path, ::getpid());  // write_file_atomically's temp name
+  const int fd = ::mkstemp(tmp.data());
+  LINEA_CHECK(fd >= 0, "[line_plot] cannot write '{}': {}", png_path, std::strerror(errno));
+  ::fchmod(fd, 0644);  // mkstemp's 0600 would carry over to the PNG
+  ::close(fd);
+  const std::string script_text = gnuplot_script(tmp, plot);
   const fs::path script = temp_file(".gp"), err = temp_file(".err");
-  std::ofstream(script) << gp;
+  std::ofstream(script) << script_text;
   const int rc = std::system(fmt::format("gnuplot '{}' 2> '{}'", script.string(), err.string()).c_str());
-  const std::string message = read_all(err);
-  fs::remove(script);
-  fs::remove(err);
-  LINEA_CHECK(rc == 0 && fs::exists(png_path) && fs::file_size(png_path) > 0,
-              "[line_plot] gnuplot failed to draw '{}' (exit {}): {}", png_path, rc, message);
+  const std::string message = last_line(err);
+  std::error_code ec;
+  fs::remove(script, ec);
+  fs::remove(err, ec);
+  const bool drawn = rc == 0 && fs::file_size(tmp, ec) > 0 && !ec;
+  if (!drawn || ::rename(tmp.c_str(), png_path.c_str()) != 0) {
+    const std::string why = drawn ? std::strerror(errno)
+                                  : fmt::format("gnuplot failed (exit {}): {}", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc,
+                                                message);
+    ::unlink(tmp.c_str());
+    throw Error(fmt::format("[line_plot] cannot draw '{}': {}", png_path, why));
+  }
 }
 
 // ---------------------------------------------------------------- metrics.csv
@@ -174,6 +227,7 @@ void line_plot(const std::string& png_path, const LinePlot& plot) {
 std::vector<std::string> plot_metrics(const std::string& csv_path, const std::string& out_dir) {
   std::ifstream f(csv_path);
   LINEA_CHECK(f.good(), "[plot_metrics] cannot read '{}'", csv_path);
+  data::make_output_dir("plot_metrics", "output folder", out_dir);  // before the work, not after it
   auto split = [](const std::string& line) {
     std::vector<std::string> cells;
     std::stringstream ss(line);
@@ -202,7 +256,6 @@ std::vector<std::string> plot_metrics(const std::string& csv_path, const std::st
   size_t xcol = size_t(std::find(names.begin(), names.end(), "step") - names.begin());
   if (xcol == names.size()) xcol = 0;
   const std::string run = fs::path(csv_path).parent_path().filename().string();
-  fs::create_directories(out_dir);
   std::vector<std::string> written;
   for (const auto& [key, file, label] : {std::tuple<std::string, std::string, std::string>{"loss", "loss.png", "loss"},
                                          {"acc", "accuracy.png", "accuracy"}}) {

@@ -54,9 +54,21 @@ struct LinePlot {
   int64_t width = 800, height = 500;  // pixels
 };
 
-// Draws every series (lines with points) into a PNG through gnuplot. Throws a linea::Error with
-// gnuplot's own message when gnuplot is missing or fails.
+// Draws every series into a PNG through gnuplot: lines with points, or lines alone for a series
+// thinned to the plot's width (thin_series). The PNG is drawn into a temp file beside png_path and
+// renamed onto it, so a failed or killed gnuplot never leaves an empty or partial PNG. Throws a
+// linea::Error when gnuplot is missing, or with gnuplot's error line when it fails.
 void line_plot(const std::string& png_path, const LinePlot& plot);
+
+// The gnuplot script line_plot runs to draw `plot` into `output`, its data inline. Each series is
+// thin_series(s, plot.width), so the script stays within a few points per pixel column however
+// long the series (gnuplot's time grows faster than linearly with inline points).
+std::string gnuplot_script(const std::string& output, const LinePlot& plot);
+
+// `s` with at most 3 points per bucket of consecutive points, `buckets` buckets in all: each
+// bucket's lowest and highest y and its first NaN (a gap), in their order. A spike stays visible
+// however many points share its pixel column. A series of at most 3·buckets points is returned whole.
+Series thin_series(const Series& s, int64_t buckets);
 
 // A run's metrics.csv (a header of column names, then numeric rows, as the examples write) as
 // loss and accuracy curves: <dir>/loss.png gets every column whose name holds "loss",

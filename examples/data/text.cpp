@@ -148,7 +148,13 @@ TextBatch CharCorpus::get_batch(std::string_view split, int64_t batch, int64_t c
 
 std::string default_corpus_path() {
   const char* dir = std::getenv("LINEA_DATA_DIR");
-  return (std::filesystem::path(dir && *dir ? dir : LINEA_SOURCE_DATA_DIR) / "kjv.txt").string();
+  if (dir == nullptr || *dir == '\0') return (std::filesystem::path(LINEA_SOURCE_DATA_DIR) / "kjv.txt").string();
+  std::error_code ec;
+  LINEA_CHECK(std::filesystem::is_directory(dir, ec),
+              "[LINEA_DATA_DIR] '{}' is not a directory: set it to the folder holding kjv.txt "
+              "(scripts/prepare_data.sh kjv makes it there), or unset it for {}",
+              dir, LINEA_SOURCE_DATA_DIR);
+  return (std::filesystem::path(dir) / "kjv.txt").string();
 }
 
 }  // namespace linea::data

@@ -59,7 +59,8 @@ class CharCorpus {
 };
 
 // The default corpus, the King James Bible as plain text: $LINEA_DATA_DIR/kjv.txt, or data/kjv.txt
-// in the source tree. scripts/prepare_data.sh makes it from Debian's bible-kjv package.
+// in the source tree when the variable is unset or empty. scripts/prepare_data.sh makes it from
+// Debian's bible-kjv package. A LINEA_DATA_DIR that is not a directory is an error naming it.
 std::string default_corpus_path();
 
 }  // namespace linea::data
