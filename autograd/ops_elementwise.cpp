@@ -3,6 +3,8 @@
 // public ops; binary ops undo broadcasting with autograd::sum_to.
 #include "linea/autograd/ops_elementwise.h"
 
+#include <cmath>
+
 #include "linea/autograd/function.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
@@ -180,7 +182,8 @@ Tensor pow(const Tensor& x, double exponent) {
 
 Tensor clamp(const Tensor& x, double lo, double hi) {
   check_not_bool("clamp", x);
-  LINEA_CHECK(!(lo > hi), "[clamp] lower bound {} is above upper bound {}", lo, hi);
+  LINEA_CHECK(!std::isnan(lo) && !std::isnan(hi), "[clamp] a bound is NaN: [{}, {}]", lo, hi);
+  LINEA_CHECK(lo <= hi, "[clamp] lower bound {} is above upper bound {}", lo, hi);
   // The gradient passes where x is inside [lo, hi] (bounds included) and is 0 where clamped.
   return record("clamp", apply(UnaryOp::Clamp, x, lo, hi), {x},
                 [x = x.detach(), lo, hi](const Tensor& g) -> std::vector<Tensor> {
