@@ -42,7 +42,7 @@ Tensor apply(UnaryOp k, const Tensor& x, double p0 = 0, double p1 = 0) {
 // The product goes into g where the engine's copy is the only one (the MLP's: its dh comes fresh
 // from the product that made it): a new output would first be read into cache to be written.
 Tensor activation(std::string name, UnaryOp op, const Tensor& x) {
-  if (!autograd::needs_grad({x})) return apply(op, x);
+  if (!autograd::needs_grad({x})) return record(std::move(name), apply(op, x), {x}, nullptr);  // anomaly mode's check
   Tensor y = empty(x.shape(), x.dtype(), x.device()), d = empty(x.shape(), x.dtype(), x.device());
   backend(x.device()).activation_with_grad(op, x, y, d);
   return record(std::move(name), y, {x}, [d](const Tensor& g) -> std::vector<Tensor> {
