@@ -35,10 +35,11 @@ OpCase square(double factor) {
   return {"square", {{3, 4}}, f};
 }
 
-// Runs linea-check with these arguments; its exit status and stdout.
-std::pair<int, std::string> run_cli(const std::string& args) {
+// Runs linea-check with these arguments (after `env`, variable assignments for the shell); its
+// exit status and stdout.
+std::pair<int, std::string> run_cli(const std::string& args, const std::string& env = "") {
   std::string out;
-  FILE* p = ::popen((std::string(LINEA_CHECK_EXE) + " " + args + " 2>/dev/null").c_str(), "r");
+  FILE* p = ::popen((env + " " + LINEA_CHECK_EXE + " " + args + " 2>/dev/null").c_str(), "r");
   REQUIRE(p != nullptr);
   char buf[4096];
   for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
@@ -217,6 +218,15 @@ TEST_CASE("linea-check: exit statuses and --json") {
     CHECK(crc == 77);
     CHECK(cout_.find("SKIPPED cuda") != std::string::npos);
   }
+  // A malformed LINEA_HOST_CACHE_MB is refused at the first allocation: no silent fallback to the
+  // default, and "-5" does not wrap around to an unlimited cache.
+  for (const char* bad : {"abc", "-5", "64MB"}) {
+    std::tie(rc, out) = run_cli("gradcheck --op relu", fmt::format("LINEA_HOST_CACHE_MB='{}'", bad));
+    CHECK(rc == 1);
+    CHECK(out.find(fmt::format("[env] LINEA_HOST_CACHE_MB='{}' is not allowed: expected a whole number of MiB", bad)) !=
+          std::string::npos);
+  }
+  CHECK(run_cli("gradcheck --op relu", "LINEA_HOST_CACHE_MB=0").first == 0);
   auto [hrc, help] = run_cli("--help");
   CHECK(hrc == 0);
   CHECK(help.find("77") != std::string::npos);
