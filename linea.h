@@ -16,6 +16,7 @@
 #include "linea/tensor/shape.h"
 #include "linea/tensor/tensor.h"
 
+#include "linea/autograd/anomaly.h"
 #include "linea/autograd/function.h"
 #include "linea/autograd/gradcheck.h"
 #include "linea/autograd/graph.h"

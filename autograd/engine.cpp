@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "linea/autograd/anomaly.h"
 #include "linea/autograd/graph.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/error.h"
@@ -113,6 +114,7 @@ void run_backward(const Tensor& root, Tensor grad, bool retain_graph) {
   NoGradGuard guard;
   std::unordered_map<Node*, Tensor> grads{{rm.grad_fn.get(), std::move(grad)}};
   const std::vector<Node*> order = topo_order(rm.grad_fn.get());
+  const bool anomaly = is_anomaly_enabled();
   std::unordered_map<Meta*, int> leaf_edges = hooked_leaf_edges(order);
   for (Node* node : order) {
     auto it = grads.find(node);
@@ -126,13 +128,20 @@ void run_backward(const Tensor& root, Tensor grad, bool retain_graph) {
                 "[backward] {}: the graph was already freed by an earlier backward; pass retain_graph=true to "
                 "the first backward to run backward through it twice",
                 node->name);
-    std::vector<Tensor> gins = node->backward(g);
+    std::vector<Tensor> gins;
+    if (anomaly) {
+      AnomalyBackwardScope scope(node->name);
+      gins = node->backward(g);
+    } else {
+      gins = node->backward(g);
+    }
     LINEA_CHECK(gins.size() == node->inputs.size(), "[backward] {} returned {} gradients for {} inputs", node->name,
                 gins.size(), node->inputs.size());
     for (size_t i = 0; i < gins.size(); ++i) {
       const auto& meta = node->inputs[i];
       if (!meta || !gins[i].defined()) continue;
       check_grad(*node, i, gins[i]);
+      if (anomaly) check_backward_finite(node->name, i, gins[i], g);
       if (meta->grad_fn) {
         auto [slot, fresh] = grads.try_emplace(meta->grad_fn.get(), gins[i]);
         if (!fresh) accumulate_pending(slot->second, gins[i]);

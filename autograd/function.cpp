@@ -1,5 +1,6 @@
 #include "linea/autograd/function.h"
 
+#include "linea/autograd/anomaly.h"
 #include "linea/autograd/ops_reduce.h"
 #include "linea/tensor/error.h"
 
@@ -13,6 +14,11 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
 }
 
 Tensor record(std::string name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward) {
+  if (is_anomaly_enabled()) check_forward_finite(name, out, inputs);
+  return record_view(std::move(name), std::move(out), inputs, std::move(backward));
+}
+
+Tensor record_view(std::string name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward) {
   if (!needs_grad(inputs)) return out;
   LINEA_CHECK(!out.impl().autograd, "[{}] internal: the output handle is already part of a graph (an op must "
               "record on a fresh tensor, never on one of its inputs)", name);
@@ -55,11 +61,11 @@ Tensor custom_function(std::string name, const std::vector<Tensor>& inputs, cons
     f = forward(inputs);
   }
   LINEA_CHECK(f.output.defined(), "[{}] custom forward returned an undefined output", name);
-  if (!autograd::needs_grad(inputs)) return f.output;
   std::vector<Tensor> saved;
-  for (const Tensor& s : f.saved) saved.push_back(s.defined() ? s.detach() : s);
-  Tensor out = f.output.detach();
-  return autograd::record(name, out, inputs,
+  if (autograd::needs_grad(inputs))
+    for (const Tensor& s : f.saved) saved.push_back(s.defined() ? s.detach() : s);
+  // record() returns the output as it is when no gradient is needed (after anomaly mode's check).
+  return autograd::record(name, f.output.detach(), inputs,
                           [saved = std::move(saved), backward = std::move(backward)](const Tensor& g) {
                             return backward(saved, g);
                           });

@@ -18,10 +18,14 @@ namespace linea::autograd {
 // True when an op on these inputs must record a node (grad mode on, some input requires grad).
 bool needs_grad(const std::vector<Tensor>& inputs);
 
-// Attach `backward` to `out` when needs_grad(inputs); returns `out` either way.
+// Attach `backward` to `out` when needs_grad(inputs); returns `out` either way. In anomaly mode
+// (autograd/anomaly.h) `out` is checked first.
 // The lambda must not capture `out` itself (that would be a reference cycle): capture
 // out.detach() instead, which shares the data but not the graph.
 Tensor record(std::string name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward);
+// record() for views and same-dtype copies, which cannot make a non-finite value: anomaly mode
+// leaves a bad value they pass on to the op that reads it (the matmul called, not its expand).
+Tensor record_view(std::string name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward);
 
 // Reduce a broadcast gradient back to `shape` (sums the leading and the stretched size-1 dims).
 // The one place every binary op's backward undoes broadcasting.

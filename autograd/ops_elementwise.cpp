@@ -3,6 +3,8 @@
 // public ops; binary ops undo broadcasting with autograd::sum_to.
 #include "linea/autograd/ops_elementwise.h"
 
+#include <cmath>
+
 #include "linea/autograd/function.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
@@ -40,7 +42,7 @@ Tensor apply(UnaryOp k, const Tensor& x, double p0 = 0, double p1 = 0) {
 // The product goes into g where the engine's copy is the only one (the MLP's: its dh comes fresh
 // from the product that made it): a new output would first be read into cache to be written.
 Tensor activation(std::string name, UnaryOp op, const Tensor& x) {
-  if (!autograd::needs_grad({x})) return apply(op, x);
+  if (!autograd::needs_grad({x})) return record(std::move(name), apply(op, x), {x}, nullptr);  // anomaly mode's check
   Tensor y = empty(x.shape(), x.dtype(), x.device()), d = empty(x.shape(), x.dtype(), x.device());
   backend(x.device()).activation_with_grad(op, x, y, d);
   return record(std::move(name), y, {x}, [d](const Tensor& g) -> std::vector<Tensor> {
@@ -192,7 +194,8 @@ Tensor pow(const Tensor& x, double exponent) {
 
 Tensor clamp(const Tensor& x, double lo, double hi) {
   check_not_bool("clamp", x);
-  LINEA_CHECK(!(lo > hi), "[clamp] lower bound {} is above upper bound {}", lo, hi);
+  LINEA_CHECK(!std::isnan(lo) && !std::isnan(hi), "[clamp] a bound is NaN: [{}, {}]", lo, hi);
+  LINEA_CHECK(lo <= hi, "[clamp] lower bound {} is above upper bound {}", lo, hi);
   // The gradient passes where x is inside [lo, hi] (bounds included) and is 0 where clamped.
   return record("clamp", apply(UnaryOp::Clamp, x, lo, hi), {x},
                 [x = x.detach(), lo, hi](const Tensor& g) -> std::vector<Tensor> {

@@ -26,6 +26,7 @@ namespace linea {
 namespace {
 
 using autograd::record;
+using autograd::record_view;
 
 // Resolves the one allowed -1 in `shape` so that the result has `n` elements.
 Shape infer_shape(const char* op, Shape shape, int64_t n) {
@@ -81,7 +82,8 @@ std::optional<Strides> view_strides(const Tensor& x, const Shape& shape) {
 // A view holding x's elements in the same row-major order: the gradient is g reshaped back.
 Tensor same_order_view(const char* op, const Tensor& x, Shape shape, Strides strides) {
   Tensor out = x.as_strided(std::move(shape), std::move(strides), x.offset());
-  return record(op, out, {x}, [in = x.shape()](const Tensor& g) -> std::vector<Tensor> { return {g.reshape(in)}; });
+  return record_view(op, out, {x},
+                     [in = x.shape()](const Tensor& g) -> std::vector<Tensor> { return {g.reshape(in)}; });
 }
 
 // The gradient of a view that picks part of its input: g written into the same part of zeros.
@@ -95,7 +97,7 @@ Tensor into_zeros(const Tensor& g, const Shape& in_shape, const std::function<Te
 Tensor copy_of(const char* op, const Tensor& x) {
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   backend(x.device()).copy(x, out);
-  return record(op, out, {x}, [](const Tensor& g) -> std::vector<Tensor> { return {g}; });
+  return record_view(op, out, {x}, [](const Tensor& g) -> std::vector<Tensor> { return {g}; });
 }
 
 class AutogradMethods final : public TensorMethods {
@@ -237,7 +239,7 @@ class AutogradMethods final : public TensorMethods {
       st[i] = x.strides()[d];
     }
     Tensor out = x.as_strided(std::move(s), std::move(st), x.offset());
-    return record("permute", out, {x},
+    return record_view("permute", out, {x},
                   [inverse](const Tensor& g) -> std::vector<Tensor> { return {g.permute(inverse)}; });
   }
 
@@ -278,7 +280,7 @@ class AutogradMethods final : public TensorMethods {
       }
     }
     Tensor out = x.as_strided(std::move(shape), std::move(st), x.offset());
-    return record("expand", out, {x}, [in = x.shape()](const Tensor& g) -> std::vector<Tensor> {
+    return record_view("expand", out, {x}, [in = x.shape()](const Tensor& g) -> std::vector<Tensor> {
       return {autograd::sum_to(g, in)};
     });
   }
@@ -298,9 +300,10 @@ class AutogradMethods final : public TensorMethods {
     s[d] = (end - start + step - 1) / step;
     st[d] *= step;
     Tensor out = x.as_strided(std::move(s), std::move(st), x.offset() + start * x.strides()[d]);
-    return record("slice", out, {x}, [in = x.shape(), d, start, end, step](const Tensor& g) -> std::vector<Tensor> {
-      return {into_zeros(g, in, [&](const Tensor& z) { return z.slice(d, start, end, step); })};
-    });
+    return record_view("slice", out, {x},
+                       [in = x.shape(), d, start, end, step](const Tensor& g) -> std::vector<Tensor> {
+                         return {into_zeros(g, in, [&](const Tensor& z) { return z.slice(d, start, end, step); })};
+                       });
   }
 
   Tensor narrow(const Tensor& x, int64_t d, int64_t start, int64_t length) const override {
@@ -323,7 +326,7 @@ class AutogradMethods final : public TensorMethods {
     s.erase(s.begin() + d);
     st.erase(st.begin() + d);
     Tensor out = x.as_strided(std::move(s), std::move(st), x.offset() + index * x.strides()[d]);
-    return record("select", out, {x}, [in = x.shape(), d, index](const Tensor& g) -> std::vector<Tensor> {
+    return record_view("select", out, {x}, [in = x.shape(), d, index](const Tensor& g) -> std::vector<Tensor> {
       return {into_zeros(g, in, [&](const Tensor& z) { return z.select(d, index); })};
     });
   }
@@ -372,7 +375,8 @@ class AutogradMethods final : public TensorMethods {
       backend(x.device()).copy_to_host(host.data(), *src.storage(), src.offset() * itemsize(x.dtype()), nbytes);
     Tensor out = empty(x.shape(), x.dtype(), dev);
     if (nbytes) dst.copy_from_host(*out.storage(), 0, host.data(), nbytes);
-    return record("to", out, {x}, [from = x.device()](const Tensor& g) -> std::vector<Tensor> { return {g.to(from)}; });
+    return record_view("to", out, {x},
+                       [from = x.device()](const Tensor& g) -> std::vector<Tensor> { return {g.to(from)}; });
   }
 };
 

@@ -30,6 +30,10 @@ usage:
   linea-check compare [--op NAME|all] [--device cuda] [--dtype float32|float64|all] [--json]
       every case's output and input gradients on the device against the CPU, from identical
       inputs (float32 and float64 by default), with the worst element per case.
+  linea-check nan [--op NAME|all] [--device cpu|cuda|all] [--dtype float32|float64|all] [--json]
+      NaN propagation, as in PyTorch: a NaN put into an input (its first, middle and last element)
+      must turn NaN every output element that depends on that element. Float32 and float64 by
+      default; cases with integer or bool outputs pass with nothing to check.
   linea-check mhla [--device cpu|cuda] [--json]
       MHLA's fused, composite and (causal) streaming forms against a brute-force quadratic
       reference: outputs and the gradients of q, k, v and mix, float64, N not divisible by the
@@ -70,7 +74,8 @@ Args parse(int argc, char** argv) {
     }
   if (args.empty()) usage_error("no command given");
   a.command = args[0];
-  if (a.command != "gradcheck" && a.command != "compare" && a.command != "mhla" && a.command != "list")
+  if (a.command != "gradcheck" && a.command != "compare" && a.command != "nan" && a.command != "mhla" &&
+      a.command != "list")
     usage_error("unknown command '" + a.command + "'");
   std::map<std::string, std::string*> valued = {{"--op", &a.op}, {"--device", &a.device}, {"--dtype", &a.dtype}};
   for (size_t i = 1; i < args.size(); ++i) {
@@ -79,6 +84,7 @@ Args parse(int argc, char** argv) {
     } else if (auto it = valued.find(args[i]); it != valued.end()) {
       if (i + 1 >= args.size()) usage_error(args[i] + " needs a value");
       *it->second = args[++i];
+      if (it->second->empty()) usage_error(args[i - 1] + " needs a value, got ''");
     } else {
       usage_error("unknown argument '" + args[i] + "'");
     }
@@ -92,6 +98,9 @@ Args parse(int argc, char** argv) {
     allow("--dtype", a.dtype, {"float64"});  // central differences need float64
   } else if (a.command == "compare") {
     allow("--device", a.device, {"cuda"});  // the CPU is the reference
+    allow("--dtype", a.dtype, {"float32", "float64", "all"});
+  } else if (a.command == "nan") {
+    allow("--device", a.device, {"cpu", "cuda", "all"});
     allow("--dtype", a.dtype, {"float32", "float64", "all"});
   } else if (a.command == "mhla") {
     allow("--device", a.device, {"cpu", "cuda"});
@@ -116,6 +125,13 @@ std::vector<Device> devices(const std::string& which, bool json, bool& skipped) 
     }
   }
   return out;
+}
+
+// --dtype's value: one dtype, or float32 and float64 for "all" and by default.
+std::vector<DType> dtypes(const std::string& which) {
+  if (which == "float32") return {DType::Float32};
+  if (which == "float64") return {DType::Float64};
+  return {DType::Float32, DType::Float64};
 }
 
 size_t position(const OpCase* c) { return static_cast<size_t>(c - registry().data()); }
@@ -163,11 +179,12 @@ int main(int argc, char** argv) {
         if (c->differentiable) add(gradcheck_case(*c, d, case_seed(position(c))));
     } else if (a.command == "compare") {
       got = d.str(), want = "cpu";
-      const std::vector<DType> dtypes = a.dtype == "float32"   ? std::vector<DType>{DType::Float32}
-                                        : a.dtype == "float64" ? std::vector<DType>{DType::Float64}
-                                                               : std::vector<DType>{DType::Float32, DType::Float64};
-      for (DType dt : dtypes)
+      for (DType dt : dtypes(a.dtype))
         for (const OpCase* c : cases) add(compare_case(*c, d, dt, case_seed(position(c))));
+    } else if (a.command == "nan") {
+      got = "NaN", want = "of";
+      for (DType dt : dtypes(a.dtype))
+        for (const OpCase* c : cases) add(nan_case(*c, d, dt, case_seed(position(c))));
     } else {
       got = "form", want = "quadratic";
       for (Result& r : check_mhla(d)) add(std::move(r));

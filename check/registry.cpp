@@ -35,14 +35,31 @@ const std::vector<OpCase>& registry() {
 std::vector<const OpCase*> select_cases(const std::string& prefix) {
   std::vector<const OpCase*> out;
   for (const OpCase& c : registry())
-    if (prefix.empty() || prefix == "all" || c.name == prefix || c.name.starts_with(prefix + " ")) out.push_back(&c);
+    if (prefix == "all" || c.name == prefix || c.name.starts_with(prefix + " ")) out.push_back(&c);
   return out;
 }
 
 namespace {
+// The layout's view of a (contiguous) base tensor, detached into a leaf.
+Tensor layout_view(const Input& in, const Tensor& base) {
+  const int64_t n = base.dim();
+  if (in.layout == Layout::Transposed) return base.transpose(-1, -2).detach();
+  if (in.layout == Layout::Strided) return base.slice(n - 1, 0, base.size(n - 1), 2).detach();
+  return base;
+}
+
+// Writes `value` into element e (row-major) of the CPU tensor t, through t's strides.
+void set_element(const Tensor& t, int64_t e, double value) {
+  const std::vector<int64_t> idx = multi_index(e, t.shape());
+  int64_t off = 0;
+  for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.strides()[d];
+  if (t.dtype() == DType::Float64) static_cast<double*>(t.data_ptr())[off] = value;
+  else static_cast<float*>(t.data_ptr())[off] = static_cast<float>(value);
+}
+
 // One N(0, 1) input in its layout, made on the CPU and then moved, so that every device gets the
 // same numbers; the view is taken on the device and detached into a (non-contiguous) leaf.
-Tensor make_input(const Input& in, DType dtype, Device device, Generator& gen) {
+Tensor make_input(const Input& in, DType dtype, Device device, Generator& gen, const Poke* poke) {
   Shape base = in.shape;
   const size_t n = base.size();
   if (in.layout == Layout::Transposed) {
@@ -50,19 +67,19 @@ Tensor make_input(const Input& in, DType dtype, Device device, Generator& gen) {
     std::swap(base[n - 1], base[n - 2]);
   }
   if (in.layout == Layout::Strided) base[n - 1] *= 2;
-  Tensor t = randn(base, gen, dtype).to(device);
-  if (in.layout == Layout::Transposed) t = t.transpose(-1, -2).detach();
-  if (in.layout == Layout::Strided) t = t.slice(static_cast<int64_t>(n) - 1, 0, base[n - 1], 2).detach();
-  return t;
+  Tensor t = randn(base, gen, dtype);
+  if (poke) set_element(layout_view(in, t), poke->element, poke->value);
+  return layout_view(in, t.to(device));
 }
 }  // namespace
 
-std::vector<Tensor> make_inputs(const OpCase& c, DType dtype, Device device, uint64_t seed, bool grad) {
+std::vector<Tensor> make_inputs(const OpCase& c, DType dtype, Device device, uint64_t seed, bool grad,
+                                const Poke* poke) {
   Generator gen(seed);
   std::vector<Tensor> xs;
-  for (const Input& in : c.inputs) {
-    Tensor t = make_input(in, dtype, device, gen);
-    if (grad && c.differentiable && in.requires_grad) t.requires_grad_();
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    Tensor t = make_input(c.inputs[i], dtype, device, gen, poke && poke->input == i ? poke : nullptr);
+    if (grad && c.differentiable && c.inputs[i].requires_grad) t.requires_grad_();
     xs.push_back(t);
   }
   return xs;

@@ -54,17 +54,35 @@ struct OpCase {
   bool differentiable = true;  // false: integer/bool outputs, or no gradient path
   // The float64 gradcheck's tolerances (GradcheckOptions' defaults unless an op needs more room).
   double gc_atol = 1e-6, gc_rtol = 1e-4;
+  // Inputs that reach the output only through a comparison or a cast to an integer, where a NaN
+  // rightly vanishes (where's condition: NaN > 0 is false, as in PyTorch). The NaN check skips them.
+  std::vector<size_t> nan_stops = {};
 };
+
+// c with inputs `which` marked as OpCase::nan_stops.
+inline OpCase nan_stops_at(std::vector<size_t> which, OpCase c) {
+  c.nan_stops = std::move(which);
+  return c;
+}
 
 // Every registered case, in a fixed order (seeds depend on the position).
 const std::vector<OpCase>& registry();
 
-// The case named `prefix` and those named "prefix ..." ("all" or "" selects every case).
+// The case named `prefix` and those named "prefix ..." ("all" selects every case, "" none).
 std::vector<const OpCase*> select_cases(const std::string& prefix);
 
+// One element of one input set to `value` (the NaN check's probes); `element` is row-major in the
+// input's logical shape, whatever its layout.
+struct Poke {
+  size_t input;
+  int64_t element;
+  double value;
+};
+
 // A case's inputs on `device`, in `dtype`, from `seed`; they require grad when `grad` is set,
-// the case is differentiable and the Input asks for it.
-std::vector<Tensor> make_inputs(const OpCase& c, DType dtype, Device device, uint64_t seed, bool grad);
+// the case is differentiable and the Input asks for it. With a poke, that element is replaced.
+std::vector<Tensor> make_inputs(const OpCase& c, DType dtype, Device device, uint64_t seed, bool grad,
+                                const Poke* poke = nullptr);
 
 // The seed of case number `i` of the registry: the same inputs in every command and test.
 inline uint64_t case_seed(size_t i) { return 1000 + 7 * i; }

@@ -1,7 +1,9 @@
 #include "run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <set>
 
 #include "linea/tensor/error.h"
 
@@ -100,6 +102,51 @@ Result compare_case(const OpCase& c, Device device, DType dtype, uint64_t seed) 
       r.status = Status::Fail;
       if (r.message.empty()) r.message = fmt::format("{} out of tolerance", r.worst.what);
     }
+  });
+}
+
+Result nan_case(const OpCase& c, Device device, DType dtype, uint64_t seed) {
+  return timed(Result(c.name, device, fmt::format("{}", dtype)), [&](Result& r) {
+    auto run = [&](const Poke* poke) {
+      return c.f(make_inputs(c, dtype, device, seed, false, poke)).to(Device::cpu()).to_vector();
+    };
+    const std::vector<Tensor> xs = make_inputs(c, dtype, device, seed, false);
+    const Tensor y = c.f(xs);
+    if (!is_floating(y.dtype())) return;
+    const std::vector<double> y0 = y.to(Device::cpu()).to_vector();
+    int64_t affected = 0, nans = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (!is_floating(xs[i].dtype()) ||
+          std::find(c.nan_stops.begin(), c.nan_stops.end(), i) != c.nan_stops.end())
+        continue;
+      const int64_t n = xs[i].numel();
+      const std::vector<double> x = xs[i].to(Device::cpu()).to_vector();
+      for (int64_t e : std::set<int64_t>{0, n / 2, n - 1}) {
+        std::vector<bool> moved(y0.size(), false);
+        for (double delta : {10.0, -10.0}) {
+          const Poke p{i, e, x[e] + delta};
+          const std::vector<double> yp = run(&p);
+          for (size_t o = 0; o < y0.size(); ++o) moved[o] = moved[o] || (yp[o] != y0[o] && !std::isnan(y0[o]));
+        }
+        const Poke p{i, e, NAN};
+        const std::vector<double> yn = run(&p);
+        for (size_t o = 0; o < y0.size(); ++o) {
+          if (!moved[o]) continue;
+          ++affected;
+          if (std::isnan(yn[o])) {
+            ++nans;
+          } else if (r.status == Status::Pass) {
+            const std::vector<int64_t> at = multi_index(e, xs[i].shape());
+            r.status = Status::Fail;
+            r.worst = {"output", multi_index(static_cast<int64_t>(o), y.shape()), yn[o], NAN, INFINITY, INFINITY,
+                       INFINITY};
+            r.message = fmt::format("a NaN in input {} at [{}] leaves output [{}] = {}, which depends on it", i,
+                                    fmt::join(at, ", "), fmt::join(r.worst.index, ", "), yn[o]);
+          }
+        }
+      }
+    }
+    if (r.status == Status::Pass) r.worst = {"affected outputs", {}, double(nans), double(affected), 0, 0, 0};
   });
 }
 

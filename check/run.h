@@ -39,6 +39,13 @@ Result gradcheck_case(const OpCase& c, Device device, uint64_t seed);
 // identical inputs in `dtype`, within c's comparison tolerance (gradients: Tol::Reduction's).
 Result compare_case(const OpCase& c, Device device, DType dtype, uint64_t seed);
 
+// NaN propagation, as in PyTorch: for each floating input not in c.nan_stops, a NaN put at its
+// first, middle and last element must make NaN every output element that depends on it, i.e.
+// that changes when that element is moved by +-10. Cases with integer or bool outputs have
+// nothing to check. On a pass the worst element counts the NaN outputs (got) of those affected
+// (want).
+Result nan_case(const OpCase& c, Device device, DType dtype, uint64_t seed);
+
 // The worst element of got vs want (same shape; got may live on any device), folded into `w`
 // when it is worse than what `w` holds; false when some element is out of tolerance or the shapes
 // differ (then `w` says so).

@@ -24,9 +24,9 @@ constexpr int kPer = 8;    // summary outputs per thread (held in registers)
 template <class T>
 __device__ T phi(T x, FeatureMap fm, T eps) {
   switch (fm) {
-    case FeatureMap::ReluEps: return (x > T(0) ? x : T(0)) + eps;
-    case FeatureMap::Elu1: return x > T(0) ? x + T(1) : exp(x);
-    case FeatureMap::Relu: return x > T(0) ? x : T(0);
+    case FeatureMap::ReluEps: return op_math::relu(x) + eps;
+    case FeatureMap::Elu1: return x > T(0) ? x + T(1) : exp(x);  // exp(NaN) is NaN
+    case FeatureMap::Relu: return op_math::relu(x);
     case FeatureMap::Identity: break;
   }
   return x;

@@ -6,6 +6,7 @@
 #include "linea/cuda/runtime.h"
 #include "linea/dist/comm.h"
 #include "linea/tensor/creation.h"
+#include "linea/tensor/env.h"
 #include "linea/tensor/error.h"
 
 #if LINEA_DIST_NCCL
@@ -22,7 +23,7 @@ bool g_joined = false;
 // The world size mpirun (Open MPI) or a PMI launcher (MPICH's hydra, Slurm) announced, 1 if none.
 int launcher_world_size() {
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
-    if (const char* v = std::getenv(var)) return std::atoi(v);
+    if (std::getenv(var) != nullptr) return static_cast<int>(env_integer(var, 1, 1, 1 << 20, "processes"));
   return 1;
 }
 
@@ -40,9 +41,12 @@ void check_tensor(const Tensor& t, const char* op) {
 bool built_with_mpi() { return LINEA_DIST_MPI; }
 bool built_with_nccl() { return LINEA_DIST_NCCL; }
 
+double timeout_seconds() { return env_number("LINEA_DIST_TIMEOUT", 300, 0.1, 1e6, "seconds"); }
+
 const World& init() {
   if (g_joined) return g_world;
   const int announced = launcher_world_size();
+  timeout_seconds();  // a bad LINEA_DIST_TIMEOUT fails here, not at the first collective
   if (announced > 1 || (announced == 1 && std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr)) {
 #if LINEA_DIST_MPI
     detail::mpi_join(g_world);

@@ -31,6 +31,10 @@ const World& init();
 const World& world();  // init()'s answer (a world of one before init)
 inline bool is_main() { return world().rank == 0; }
 bool built_with_mpi();   // LINEA_DIST: MPI was found at build time
+// How long a rank waits in a collective before it aborts the job: $LINEA_DIST_TIMEOUT seconds,
+// a number from 0.1 to 1e6 (default 300). Anything else throws, naming the variable and its value;
+// init() reads it first, so a bad value fails at startup.
+double timeout_seconds();
 bool built_with_nccl();  // and CUDA was on, so CUDA tensors reduce through NCCL
 
 enum class ReduceOp { Sum, Mean };

@@ -28,17 +28,12 @@ void check_mpi(int rc, const char* what) {
   LINEA_CHECK(false, "[dist] {} failed on rank {}: {}", what, world().rank, std::string(msg, len));
 }
 
-double timeout_s() {
-  const char* env = std::getenv("LINEA_DIST_TIMEOUT");
-  return env != nullptr ? std::atof(env) : 300.0;
-}
-
-// Polls until `req` completes; after timeout_s() it reports and aborts the job: the other ranks
+// Polls until `req` completes; after timeout_seconds() it reports and aborts the job: the other ranks
 // are most likely blocked in the same collective and would otherwise wait forever.
 void wait_for(MPI_Request& req, const char* what) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  const double limit = timeout_s();
+  const double limit = timeout_seconds();
   auto nap = std::chrono::microseconds(0);
   for (;;) {
     int done = 0;

@@ -138,6 +138,9 @@ Tensor block_major_order(int64_t grid_h, int64_t grid_w, int64_t block) {
 
 MHLA::MHLA(MHLAConfig c) : QKVAttention("MHLA", c.dim, c.heads, c.qkv_bias), cfg_(c) {
   const int64_t hd = c.dim / c.heads;
+  LINEA_CHECK(c.causal || !c.rope,
+              "[MHLA] rope = true needs causal = true: RoPE rotates positions along a sequence, and the "
+              "non-causal form (image tokens in blocks) has none; set rope = false");
   if (c.causal) {
     LINEA_CHECK(c.block_len > 0 && c.max_len > 0, "[MHLA] block_len {} and max_len {} must be > 0", c.block_len,
                 c.max_len);

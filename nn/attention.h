@@ -110,7 +110,8 @@ struct MHLAConfig {
   MixInit init = MixInit::Linear;
   // Causal (language): chunks of block_len tokens; `mix` is sized for max_len tokens and its
   // leading ceil(N / block_len) rows/columns are used for shorter inputs. φ = relu, then RoPE
-  // when `rope`; scale d^-1/2; the output is RMS-normalised per head before the projection.
+  // when `rope` (causal only: refused otherwise); scale d^-1/2; the output is RMS-normalised per
+  // head before the projection.
   int64_t block_len = 64;
   int64_t max_len = 2048;
   bool rope = false;

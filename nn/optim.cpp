@@ -69,6 +69,12 @@ Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double lr
       LINEA_CHECK(p.defined(), "[{}] parameter '{}' is undefined", name_, n);
       LINEA_CHECK(names.insert(n).second, "[{}] parameter name '{}' appears twice", name_, n);
       LINEA_CHECK(seen.insert(&p.impl()).second, "[{}] parameter '{}' appears twice (under another name)", name_, n);
+      // An op's output never gets a .grad, and a tensor without requires_grad gets none either: the
+      // optimizer would hold it and silently never update it.
+      LINEA_CHECK(p.is_leaf(), "[{}] parameter '{}' is not a leaf tensor but an op's output, which never gets a "
+                  "gradient; pass the tensor the model trains (a parameter), not an expression of it", name_, n);
+      LINEA_CHECK(p.requires_grad(), "[{}] parameter '{}' does not require grad, so it would never be updated; "
+                  "call requires_grad_() on it, or leave it out (frozen)", name_, n);
       LINEA_CHECK(is_floating(p.dtype()) && p.is_contiguous(),
                   "[{}] parameter '{}' must be a contiguous float32/float64 tensor, got {} of shape {}{}", name_, n,
                   p.dtype(), shape_str(p.shape()), p.is_contiguous() ? "" : " (non-contiguous)");

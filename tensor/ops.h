@@ -43,6 +43,20 @@ constexpr double kGeluC = 0.044715;
 constexpr double kInvSqrt2 = 0.7071067811865476;
 constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1/sqrt(2 pi)
 
+// NaN is the only value unequal to itself; integers have none.
+template <class T>
+LINEA_HD bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return v != v;
+  else return false;
+}
+
+// max(v, 0) with NaN propagated like PyTorch's relu (a bare "v > 0 ? v : 0" turns NaN into 0).
+// Shared by the relu op and MHLA's relu feature maps on both backends.
+template <class T>
+LINEA_HD T relu(T v) {
+  return (v > T(0) || is_nan(v)) ? v : T(0);
+}
+
 // uint8 has no negative values (and compilers warn about comparing it with 0).
 template <class T>
 LINEA_HD T abs(T v) {
@@ -140,7 +154,9 @@ LINEA_HD T silu_with_grad(T v, T& d) {
 
 // X(Enum, "name", Domain, formula): every unary op. ClampMask is the derivative clamp's backward
 // evaluates at x (autograd/ops_elementwise.cpp).
-// max/min-style formulas are written so that NaN propagates (a comparison with NaN is false).
+// Every formula propagates NaN like PyTorch: a NaN input gives a NaN output (a comparison with NaN
+// is false, so max/min-style selects test for it). Sign and ClampMask, the derivatives abs and
+// clamp's backward multiply by, are 0 at NaN, as in PyTorch's. `linea-check nan` checks every op.
 #define LINEA_UNARY_OPS(X)                                                                         \
   X(Neg, "neg", Integer, T(-v))                                                                    \
   X(Exp, "exp", Floating, M::exp(v))                                                               \
@@ -151,7 +167,7 @@ LINEA_HD T silu_with_grad(T v, T& d) {
   X(Sin, "sin", Floating, M::sin(v))                                                               \
   X(Cos, "cos", Floating, M::cos(v))                                                               \
   X(Sigmoid, "sigmoid", Floating, op_math::sigmoid<M>(v))                                          \
-  X(Relu, "relu", Integer, v > T(0) ? v : T(0))                                                    \
+  X(Relu, "relu", Integer, op_math::relu(v))                                                          \
   X(GeluTanh, "gelu", Floating, v * op_math::gelu_tanh_sigmoid<M>(v))                              \
   X(GeluErf, "gelu", Floating, v * op_math::normal_cdf<M>(v, M::exp(T(-0.5) * v * v)))             \
   X(Silu, "silu", Floating, v * op_math::sigmoid<M>(v))                                            \
@@ -160,7 +176,7 @@ LINEA_HD T silu_with_grad(T v, T& d) {
   X(PowScalar, "pow", Floating, M::pow(v, p0))                                                     \
   X(Clamp, "clamp", Integer, v < p0 ? p0 : (v > p1 ? p1 : v))                                      \
   /* log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow for large x, no cancellation */         \
-  X(Softplus, "softplus", Floating, (v > T(0) ? v : T(0)) + M::log1p(M::exp(-op_math::abs(v))))    \
+  X(Softplus, "softplus", Floating, op_math::relu(v) + M::log1p(M::exp(-op_math::abs(v))))            \
   X(ClampMask, "clamp_mask", Integer, T(v >= p0 && v <= p1)) /* 1 inside [p0, p1], else 0 */
 
 // X(Enum, "name", Domain, formula): every binary op. Comparisons write a bool. The *Backward

@@ -165,4 +165,8 @@ TEST_CASE("attention modules: errors name the module and the shapes") {
   c.dim = 8, c.heads = 2, c.grid = 2;
   nn::MHLA m(c);
   CHECK_THROWS_WITH_AS(m.forward(randn({1, 6, 8})), doctest::Contains("4 blocks"), Error);
+  c.rope = true;  // the non-causal form has no sequence positions to rotate: refused, not ignored
+  CHECK_THROWS_WITH_AS(nn::MHLA{c}, doctest::Contains("[MHLA] rope = true needs causal = true"), Error);
+  c.causal = true;
+  CHECK(nn::MHLA(c).rope != nullptr);
 }

@@ -35,10 +35,11 @@ OpCase square(double factor) {
   return {"square", {{3, 4}}, f};
 }
 
-// Runs linea-check with these arguments; its exit status and stdout.
-std::pair<int, std::string> run_cli(const std::string& args) {
+// Runs linea-check with these arguments (after `env`, variable assignments for the shell); its
+// exit status and stdout.
+std::pair<int, std::string> run_cli(const std::string& args, const std::string& env = "") {
   std::string out;
-  FILE* p = ::popen((std::string(LINEA_CHECK_EXE) + " " + args + " 2>/dev/null").c_str(), "r");
+  FILE* p = ::popen((env + " " + LINEA_CHECK_EXE + " " + args + " 2>/dev/null").c_str(), "r");
   REQUIRE(p != nullptr);
   char buf[4096];
   for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
@@ -100,6 +101,51 @@ TEST_CASE("fold_worst finds the element furthest out of tolerance, NaN included"
   CHECK(s.what.find(shape_str(Shape{4})) != std::string::npos);
 }
 
+TEST_CASE("the NaN check: an op that drops a NaN fails, naming where; relu and the registry's ops pass") {
+  using V = const std::vector<Tensor>&;
+  // relu as "x > 0 ? x : 0": a NaN compares false and comes out 0.
+  const OpCase drops{"relu by where", {{3, 4}}, [](V x) {
+    const Tensor zero = zeros_like(x[0]);
+    return where(gt(x[0], zero), x[0], zero);
+  }};
+  const Result bad = nan_case(drops, Device::cpu(), DType::Float32, 7);
+  CHECK(bad.status == Status::Fail);
+  CHECK(bad.worst.got == 0);
+  CHECK(bad.message.find("a NaN in input 0 at [") != std::string::npos);
+  const OpCase keeps{"relu", {{3, 4}}, [](V x) { return relu(x[0]); }};
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    const Result good = nan_case(keeps, Device::cpu(), dt, 7);
+    INFO(good.message);
+    CHECK(good.status == Status::Pass);
+    CHECK(good.worst.want == 3);  // first, middle and last element: each moves its own output only
+    CHECK(good.worst.got == 3);
+  }
+  // Nothing to check where the output is bool; a marked condition input is skipped.
+  const OpCase cmp{"gt", {{3, 4}}, [](V x) { return gt(x[0], zeros_like(x[0])); }, Tol::Elementwise, false};
+  CHECK(nan_case(cmp, Device::cpu(), DType::Float32, 7).status == Status::Pass);
+  const OpCase marked = nan_stops_at({0}, drops);
+  CHECK(nan_case(marked, Device::cpu(), DType::Float32, 7).status == Status::Pass);
+  for (const char* op : {"relu", "softplus", "clamp", "maximum", "max dims [1]", "linear_attention N=10 relu, strided"})
+    for (const OpCase* c : select_cases(op)) {
+      const Result r = nan_case(*c, Device::cpu(), DType::Float32, 11);
+      CHECK_MESSAGE(r.status == Status::Pass, c->name, ": ", r.message);
+    }
+}
+
+TEST_CASE("make_inputs pokes one element of a laid-out input, wherever it lies in memory") {
+  const OpCase c{"layouts", {transposed({3, 4}), strided({2, 5})}, [](const std::vector<Tensor>& x) { return x[0]; }};
+  const std::vector<Tensor> xs = make_inputs(c, DType::Float64, Device::cpu(), 3, false);
+  for (size_t i = 0; i < 2; ++i) {
+    const Poke p{i, 6, 42.0};
+    const std::vector<Tensor> ys = make_inputs(c, DType::Float64, Device::cpu(), 3, false, &p);
+    std::vector<double> want = xs[i].to_vector();
+    want[6] = 42.0;
+    CHECK(ys[i].to_vector() == want);
+    CHECK(ys[i].strides() == xs[i].strides());
+    CHECK(ys[1 - i].to_vector() == xs[1 - i].to_vector());
+  }
+}
+
 TEST_CASE("registry inputs: the layouts, dtypes and grads each case asks for") {
   const OpCase c{"layouts", {{2, 3}, transposed({3, 4}), strided({2, 5}), constant({2})},
                  [](const std::vector<Tensor>& x) { return x[0]; }};
@@ -125,6 +171,7 @@ TEST_CASE("--op selects a case by name and the cases named after it; names are u
   for (const OpCase* c : max_cases) CHECK((c->name == "max" || c->name.starts_with("max ")));
   CHECK(select_cases("all").size() == registry().size());
   CHECK(select_cases("no such op").empty());
+  CHECK(select_cases("").empty());
   CHECK(select_cases("softmax dim 0").size() == 2);  // and "softmax dim 0 transposed"
   CHECK(select_cases("softmax dim 0 transposed").size() == 1);
   // MHLA's two differentiable forms, the norms and the losses are all registered.
@@ -153,6 +200,12 @@ TEST_CASE("linea-check: exit statuses and --json") {
   CHECK(rc == 0);
   CHECK(out.find("\"passed\": 2, \"failed\": 0") != std::string::npos);  // dim 0 and dim 0, transposed
   CHECK(run_cli("gradcheck --op 'no such op'").first == 2);
+  CHECK(run_cli("gradcheck --op ''").first == 2);  // an empty name is not "every case"
+  CHECK(run_cli("nan --op ''").first == 2);
+  CHECK(run_cli("nan --op relu --dtype float16").first == 2);
+  std::tie(rc, out) = run_cli("nan --op relu");
+  CHECK(rc == 0);
+  CHECK(out.find("nan: 4 checked, 4 passed") != std::string::npos);  // 2 cases, float32 and float64
   CHECK(run_cli("gradcheck --dtype float32").first == 2);
   CHECK(run_cli("frobnicate").first == 2);
   int crc = 0;
@@ -165,6 +218,15 @@ TEST_CASE("linea-check: exit statuses and --json") {
     CHECK(crc == 77);
     CHECK(cout_.find("SKIPPED cuda") != std::string::npos);
   }
+  // A malformed LINEA_HOST_CACHE_MB is refused at the first allocation: no silent fallback to the
+  // default, and "-5" does not wrap around to an unlimited cache.
+  for (const char* bad : {"abc", "-5", "64MB"}) {
+    std::tie(rc, out) = run_cli("gradcheck --op relu", fmt::format("LINEA_HOST_CACHE_MB='{}'", bad));
+    CHECK(rc == 1);
+    CHECK(out.find(fmt::format("[env] LINEA_HOST_CACHE_MB='{}' is not allowed: expected a whole number of MiB", bad)) !=
+          std::string::npos);
+  }
+  CHECK(run_cli("gradcheck --op relu", "LINEA_HOST_CACHE_MB=0").first == 0);
   auto [hrc, help] = run_cli("--help");
   CHECK(hrc == 0);
   CHECK(help.find("77") != std::string::npos);

@@ -112,6 +112,40 @@ TEST_CASE("clamp passes the gradient inside [lo, hi] and blocks it outside; abs'
   CHECK(allclose(z.grad(), from_vector<double>({-1, 0, 1})));
 }
 
+TEST_CASE("NaN propagates as in PyTorch: relu, clamp, abs, the activations, maximum / minimum, max / min") {
+  // 37 elements: the vector loop and its tail, NaN in both; no other element may turn NaN.
+  std::vector<double> v(37);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = -3.0 + 6.0 * double(i) / 36;
+  v[0] = v[17] = v[36] = NAN;
+  const Tensor zero = scalar(0.0);
+  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> ops = {
+      {"relu", [](const Tensor& x) { return relu(x); }},
+      {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.7); }},
+      {"softplus", [](const Tensor& x) { return softplus(x); }},
+      {"abs", [](const Tensor& x) { return abs(x); }},
+      {"gelu", [](const Tensor& x) { return gelu(x); }},
+      {"gelu tanh", [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); }},
+      {"silu", [](const Tensor& x) { return silu(x); }},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+      {"maximum", [](const Tensor& x) { return maximum(x, zeros_like(x)); }},
+      {"minimum", [](const Tensor& x) { return minimum(zeros_like(x), x); }},
+  };
+  for (DType dt : {float32, float64}) {
+    const Tensor x = from_vector(v).to(dt);
+    for (const auto& [name, op] : ops) {
+      CAPTURE(name);
+      CAPTURE(dtype_name(dt));
+      const std::vector<double> y = op(x).to_vector();
+      for (size_t i = 0; i < v.size(); ++i) CHECK(std::isnan(y[i]) == std::isnan(v[i]));
+    }
+    CHECK(std::isnan(max(x).item()));
+    CHECK(std::isnan(max(x.view({1, 37}), {1}).item()));
+    CHECK(std::isnan(min(x.narrow(0, 10, 10)).item()));  // the NaN at 17
+    CHECK_FALSE(std::isnan(min(x.narrow(0, 1, 10)).item()));
+  }
+  CHECK_THROWS_WITH_AS(clamp(zero, NAN, 1), doctest::Contains("[clamp] a bound is NaN: [nan, 1]"), Error);
+}
+
 TEST_CASE("sigmoid, silu, gelu and softplus stay finite and exact at large |x|") {
   for (DType dt : {float32, float64}) {
     CAPTURE(dtype_name(dt));

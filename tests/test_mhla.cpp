@@ -357,3 +357,42 @@ TEST_CASE("mhla: the CPU's fused kernels refuse mismatched saved tensors and out
   cpu.mhla_forward(q, q, v, mix, a, out, s, sh, r);
   CHECK(std::isfinite(sum(out).item()));
 }
+
+TEST_CASE("mhla and linear attention: a NaN in q or k reaches every output that reads it, relu maps included") {
+  // relu(NaN) is NaN, as in PyTorch: the feature map must not turn a NaN query or key into 0 and
+  // hide it. The NaN sits at token 5 (chunk 1 of 2) of head 1; head 0 never reads it.
+  const int64_t N = 8, L = 4, t = 5;
+  for (DType dt : {float32, float64})
+    for (FeatureMap fm : {FeatureMap::ReluEps, FeatureMap::Relu, FeatureMap::Elu1})
+      for (bool causal : {false, true})
+        for (int in_k : {0, 1})
+          for (int form = 0; form < 3; ++form) {  // mhla, mhla_composite, linear_attention
+            Generator g(7);
+            std::vector<Tensor> qk = {randn({1, 2, N, 3}, g, dt), randn({1, 2, N, 3}, g, dt)};
+            const Tensor v = randn({1, 2, N, 2}, g, dt);
+            std::vector<double> x = qk[in_k].to_vector();
+            x[(1 * N + t) * 3 + 1] = NAN;
+            qk[in_k] = from_vector(x, {1, 2, N, 3}).to(dt);
+            MHLAOptions o{.causal = causal, .block_len = L, .feature_map = fm};
+            const Tensor mix = full({2, 2}, 0.5, dt);
+            const Tensor out = form == 0   ? mhla(qk[0], qk[1], v, mix, o)
+                               : form == 1 ? mhla_composite(qk[0], qk[1], v, mix, o)
+                                           : linear_attention(qk[0], qk[1], v, {causal, fm, 1e-6});
+            const std::vector<double> y = out.to_vector();  // [1, 2, N, 2]
+            for (int64_t h = 0; h < 2; ++h)
+              for (int64_t i = 0; i < N; ++i) {
+                // a query reads its own row; a key reaches every query that attends to it
+                const bool reads = h == 1 && (in_k ? (!causal || i >= t) : i == t);
+                for (int64_t c = 0; c < 2; ++c) {
+                  const double yv = y[((h * N) + i) * 2 + c];
+                  INFO(std::string(dtype_name(dt)), " ", std::string(check::feature_map_name(fm)),
+                       causal ? " causal" : "", in_k ? " NaN in k" : " NaN in q", " form ", form, " head ", h,
+                       " token ", i);
+                  // Causal, a NaN key also reaches earlier tokens: the mask is zero weights in a
+                  // product (0 · NaN is NaN), as a NaN value always did.
+                  if (reads) CHECK(std::isnan(yv));
+                  else if (!causal || !in_k) CHECK(std::isfinite(yv));
+                }
+              }
+          }
+}

@@ -237,6 +237,20 @@ TEST_CASE("causal mhla and MHLAStream: clear errors") {
   CHECK_THROWS_WITH_AS(mhla_composite(in.q, in.k, in.v, in.mix, bad), doctest::Contains("[mhla]"), Error);
   CHECK_THROWS_WITH_AS(mhla(in.q, in.k.narrow(3, 0, 1), in.v, in.mix, o), doctest::Contains("[mhla]"), Error);
   CHECK_THROWS_WITH_AS(mhla(in.q, in.k, in.v.narrow(2, 0, 5), in.mix, o), doctest::Contains("[mhla]"), Error);
+  // A NaN or infinite scale would make every output NaN; a negative one flips the attention.
+  for (double s : {double(NAN), -double(INFINITY), double(INFINITY), -0.5}) {
+    MHLAOptions so = o;
+    so.scale = s;
+    const std::string want = fmt::format("[mhla] scale must be a finite number > 0, or 0 for d^-1/2; got {}", s);
+    CHECK_THROWS_WITH_AS(mhla(in.q, in.k, in.v, in.mix, so), doctest::Contains(want.c_str()), Error);
+    CHECK_THROWS_WITH_AS(mhla_composite(in.q, in.k, in.v, in.mix, so), doctest::Contains(want.c_str()), Error);
+    CHECK_THROWS_WITH_AS(MHLAStream(in.mix, so), doctest::Contains("[MHLAStream] scale must be"), Error);
+    so.causal = false;
+    CHECK_THROWS_WITH_AS(mhla(in.q, in.k, in.v, sigmoid(in.mix), so), doctest::Contains(want.c_str()), Error);
+  }
+  MHLAOptions bad_eps = o;
+  bad_eps.eps = INFINITY;
+  CHECK_THROWS_WITH_AS(mhla(in.q, in.k, in.v, in.mix, bad_eps), doctest::Contains("[mhla] eps must be"), Error);
 
   // The stream: bad construction, bad steps, and running past M * block_len tokens.
   CHECK_THROWS_WITH_AS(MHLAStream(in.mix, bad), doctest::Contains("[MHLAStream]"), Error);

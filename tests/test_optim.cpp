@@ -259,8 +259,14 @@ TEST_CASE("optimizer construction errors") {
   CHECK_THROWS_WITH_AS(nn::AdamW(nn::NamedParams{{"w", w}}, {.beta2 = 1.0}), doctest::Contains("[AdamW] betas"), Error);
   CHECK_THROWS_WITH_AS(nn::AdamW(nn::NamedParams{}), doctest::Contains("[AdamW] got no parameters"), Error);
   CHECK_THROWS_WITH_AS(nn::AdamW(nn::NamedParams{{"w", w}}, {.lr = -1}), doctest::Contains("[AdamW] group 0"), Error);
-  CHECK_THROWS_WITH_AS(nn::SGD(nn::NamedParams{{"t", randn64({3, 2}, 52, false).t()}}),
+  CHECK_THROWS_WITH_AS(nn::SGD(nn::NamedParams{{"t", randn64({3, 2}, 52, false).t().requires_grad_()}}),
                        doctest::Contains("non-contiguous"), Error);
+  // Neither an op's output nor a tensor without requires_grad ever gets a .grad: refused, not held
+  // and silently never updated.
+  CHECK_THROWS_WITH_AS(nn::AdamW(nn::NamedParams{{"w", w}, {"w2", w * 2.0}}),
+                       doctest::Contains("[AdamW] parameter 'w2' is not a leaf tensor"), Error);
+  CHECK_THROWS_WITH_AS(nn::SGD(nn::NamedParams{{"c", randn64({2}, 53, false)}}),
+                       doctest::Contains("[SGD] parameter 'c' does not require grad"), Error);
 }
 
 TEST_CASE("warmup_cosine at key steps") {

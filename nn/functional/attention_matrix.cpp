@@ -42,8 +42,7 @@ Tensor attention_matrix(AttentionKind kind, const Tensor& q, const Tensor& k, co
   const int64_t N = q.size(2), d = q.size(3);
   LINEA_CHECK(N <= kMaxTokens, "[attention_matrix] N = {} tokens (q {}) is too many for an N×N matrix; at most {}",
               N, shape_str(q.shape()), kMaxTokens);
-  LINEA_CHECK(opts.eps >= 0 && opts.scale >= 0, "[attention_matrix] eps {} and scale {} must be >= 0", opts.eps,
-              opts.scale);
+  detail::check_scale_eps("attention_matrix", opts);
   const double scale = opts.scale > 0 ? opts.scale : 1.0 / std::sqrt(double(d));
   Tensor kt = k.transpose(-2, -1);
   switch (kind) {

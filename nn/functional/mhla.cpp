@@ -50,7 +50,7 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
   LINEA_CHECK(q.size(2) > 0 && q.size(3) > 0 && v.size(3) > 0, "[mhla] empty sequence or head dim: q {} / v {}",
               shape_str(q.shape()), shape_str(v.shape()));
   LINEA_CHECK(opts.block_len > 0, "[mhla] block_len must be > 0, got {}", opts.block_len);
-  LINEA_CHECK(opts.eps >= 0, "[mhla] eps must be >= 0, got {}", opts.eps);
+  detail::check_scale_eps("mhla", opts);
   const int64_t N = q.size(2), M = (N + opts.block_len - 1) / opts.block_len;
   LINEA_CHECK(mix.defined() && mix.dim() == 2 && mix.size(0) == M && mix.size(1) == M,
               "[mhla] mix must be [M, M] with M = ceil(N / block_len) = ceil({} / {}) = {}, got {}", N,

@@ -20,6 +20,15 @@ Tensor mhla_causal(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
 Tensor mhla_causal_composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
                              const MHLAOptions& opts);
 
+// What MHLAOptions allows of scale and eps: finite, scale > 0 (or 0 for d^-1/2), eps >= 0. A NaN
+// or infinite scale would turn every output NaN. (The non-causal form divides the scale out.)
+inline void check_scale_eps(const char* op, const MHLAOptions& opts) {
+  LINEA_CHECK(std::isfinite(opts.scale) && opts.scale >= 0,
+              "[{}] scale must be a finite number > 0, or 0 for d^-1/2; got {}", op, opts.scale);
+  LINEA_CHECK(std::isfinite(opts.eps) && opts.eps >= 0, "[{}] eps must be a finite number >= 0, got {}", op,
+              opts.eps);
+}
+
 // The causal form's scale s: opts.scale, or d^-1/2 when it is 0.
 inline double causal_scale(const Tensor& q, const MHLAOptions& opts) {
   return opts.scale != 0 ? opts.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));

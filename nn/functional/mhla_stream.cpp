@@ -19,6 +19,7 @@ namespace linea::nn::functional {
 MHLAStream::MHLAStream(Tensor mix, MHLAOptions opts) : mix_(mix.detach()), opts_(opts) {
   LINEA_CHECK(opts.causal, "[MHLAStream] streaming is the causal form: set opts.causal = true");
   LINEA_CHECK(opts.block_len > 0, "[MHLAStream] block_len must be positive, got {}", opts.block_len);
+  detail::check_scale_eps("MHLAStream", opts);
   LINEA_CHECK(mix.dim() == 2 && mix.size(0) == mix.size(1) && mix.size(0) > 0,
               "[MHLAStream] mix must be a square [M, M] matrix, got shape {}", shape_str(mix.shape()));
   LINEA_CHECK(is_floating(mix.dtype()), "[MHLAStream] mix must be float32 or float64, got {}", mix.dtype());

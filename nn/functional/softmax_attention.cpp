@@ -27,7 +27,8 @@ Tensor attend(const std::vector<Tensor>& inputs, int64_t packed, SoftmaxAttentio
   const detail::Heads h = detail::heads_of(op, inputs, packed);
   const Tensor &q = h[0], &v = h[2];
   detail::check_qkv(op, q, h[1], v);
-  LINEA_CHECK(opts.scale >= 0, "[{}] scale must be >= 0 (0 means 1/sqrt(d)), got {}", op, opts.scale);
+  LINEA_CHECK(std::isfinite(opts.scale) && opts.scale >= 0,
+              "[{}] scale must be a finite number > 0, or 0 for 1/sqrt(d); got {}", op, opts.scale);
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), d = q.size(3), dv = v.size(3);
   LINEA_CHECK(N > 0 && d > 0 && dv > 0, "[{}] empty sequence or head dim: q {} / v {}", op, shape_str(q.shape()),
               shape_str(v.shape()));

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "linea/tensor/env.h"
 #include "linea/tensor/error.h"
 
 namespace linea::cpu {
@@ -39,13 +40,10 @@ struct Cache {
   HostMemoryStats stats;
 };
 
-// The cap: LINEA_HOST_CACHE_MB from the environment (0 turns caching off: every free goes back
-// to the C library at once), else 2 GiB.
+// The cap: LINEA_HOST_CACHE_MB from the environment, 0 to 1 TiB (0 turns caching off: every free
+// goes back to the C library at once), else 2 GiB. A malformed value throws at the first allocation.
 std::size_t initial_limit() {
-  const char* mb = std::getenv("LINEA_HOST_CACHE_MB");
-  char* end = nullptr;
-  const unsigned long long v = mb ? std::strtoull(mb, &end, 10) : 0;
-  return mb && *mb && end && *end == 0 ? std::size_t(v) << 20 : std::size_t(2) << 30;
+  return static_cast<std::size_t>(env_integer("LINEA_HOST_CACHE_MB", 2048, 0, int64_t(1) << 20, "MiB")) << 20;
 }
 
 // Created once and never destroyed: Storages that die during static destruction (globals holding

@@ -110,9 +110,9 @@ std::vector<T> buffer(bool contiguous, int64_t n) {
 // φ and φ' with the map fixed at compile time, so that the loops over a block's elements vectorise.
 template <FeatureMap fm, class T>
 T phi(T x, T eps) {
-  if constexpr (fm == FeatureMap::ReluEps) return (x > T(0) ? x : T(0)) + eps;
-  else if constexpr (fm == FeatureMap::Elu1) return x > T(0) ? x + T(1) : vexp(x);
-  else if constexpr (fm == FeatureMap::Relu) return x > T(0) ? x : T(0);
+  if constexpr (fm == FeatureMap::ReluEps) return op_math::relu(x) + eps;
+  else if constexpr (fm == FeatureMap::Elu1) return x > T(0) ? x + T(1) : vexp(x);  // exp(NaN) is NaN
+  else if constexpr (fm == FeatureMap::Relu) return op_math::relu(x);
   else return x;
 }
 

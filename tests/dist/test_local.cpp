@@ -2,6 +2,8 @@
 // no hooks; and the data loader's shards, which together are exactly the unsharded batches.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+
 #include <linea/dist/data_parallel.h>
 #include <linea/linea.h>
 
@@ -9,6 +11,28 @@
 
 using namespace linea;
 namespace dist = linea::dist;
+
+// First in the file (doctest runs a file's cases in order): init() checks the environment only
+// until it has joined.
+TEST_CASE("init() refuses a bad LINEA_DIST_TIMEOUT or launcher world size, naming the variable and value") {
+  for (const char* bad : {"abc", "0", "-5", "1e-9", "nan", "inf", "5s", "1e7"}) {
+    ::setenv("LINEA_DIST_TIMEOUT", bad, 1);
+    const std::string want = fmt::format("[env] LINEA_DIST_TIMEOUT='{}' is not allowed: expected a number of "
+                                         "seconds from 0.1 to 1000000", bad);
+    CHECK_THROWS_WITH_AS(dist::init(), doctest::Contains(want.c_str()), Error);
+    CHECK_THROWS_WITH_AS(dist::timeout_seconds(), doctest::Contains(want.c_str()), Error);
+  }
+  ::setenv("LINEA_DIST_TIMEOUT", "0.5", 1);
+  CHECK(dist::timeout_seconds() == 0.5);
+  ::unsetenv("LINEA_DIST_TIMEOUT");
+  CHECK(dist::timeout_seconds() == 300);
+  for (const char* bad : {"abc", "0", "-2", "2x"}) {
+    ::setenv("PMI_SIZE", bad, 1);
+    const std::string want = fmt::format("[env] PMI_SIZE='{}' is not allowed", bad);
+    CHECK_THROWS_WITH_AS(dist::init(), doctest::Contains(want.c_str()), Error);
+  }
+  ::unsetenv("PMI_SIZE");
+}
 
 TEST_CASE("without mpirun the world is one process and collectives change nothing") {
   const dist::World& w = dist::init();
