@@ -359,7 +359,8 @@ int run_train(const Config& o, Device dev) {
                         {"data", data_entry}, {"data_checksum", data_checksum}, {"loss_sum", fmt::format("{}", sum)},
                         {"loss_count", std::to_string(loss_count)}, {"seconds", fmt::format("{}", seconds)},
                         {"skipped", std::to_string(guard.skipped)}, {"skipped_window", std::to_string(skipped_window)},
-                        {"skipped_in_a_row", std::to_string(guard.in_a_row)}});
+                        {"skipped_in_a_row", std::to_string(guard.in_a_row)},
+                        {"threads", std::to_string(omp_get_max_threads())}, {"device", o.device}});
     good = ckpt, good_step = trainer.step();
   };
   if (!o.resume.empty()) {
@@ -371,6 +372,9 @@ int run_train(const Config& o, Device dev) {
     seconds = examples::meta_number(m, "seconds", o.resume, "char_lm");
     good_step = trainer.step();
     fmt::print("resumed from {} at step {}\n", o.resume, trainer.step());
+    if (const std::string note = examples::resume_machine_note(m, o.resume, "char_lm", omp_get_max_threads(), o.device);
+        !note.empty())
+      fmt::print("{}\n", note);
   }
 
   // Everything loaded: the run starts, and only now writes its files.

@@ -83,6 +83,19 @@ inline linea::nn::Metadata load_run(const std::string& path, linea::nn::Module& 
   return meta;
 }
 
+// A resumed run on another number of threads or another device sums in another order: a note
+// saying so, or "" when both are the checkpoint's ("threads", "device" in its metadata).
+inline std::string resume_machine_note(const linea::nn::Metadata& meta, const std::string& path,
+                                       const std::string& program, int64_t threads, const std::string& device) {
+  const int64_t saved_threads = meta_integer(meta, "threads", path, program);
+  const std::string saved_device = meta_text(meta, "device", path, program);
+  if (saved_threads == threads && saved_device == device) return "";
+  return fmt::format("{}: resuming on {} x {} threads, the checkpoint's run used {} x {}: sums run in another order, so "
+                     "the numbers differ from an uninterrupted run's at rounding (--threads {} --device {} repeats "
+                     "them bit for bit)", program, device, threads, saved_device, saved_threads, saved_threads,
+                     saved_device);
+}
+
 // --on-nan: what a run does after a step whose loss or grad norm was NaN or infinite (such a step
 // changes nothing: StepStats::finite). "stop" ends the run, keeping its last good checkpoint;
 // "skip-step" goes on, but not past kMaxInARow such steps in a row.

@@ -257,6 +257,9 @@ int run_train(Config o, Device dev) {
     if (!dist::is_main()) loss_sum = 0, correct = 0, seen = 0;  // the saved sums count once, on rank 0
     good_step = trainer.step();
     fmt::print("resumed from {} at epoch {}, batch {} (step {})\n", o.resume, epoch + 1, batch, trainer.step());
+    if (const std::string note = examples::resume_machine_note(m, o.resume, "vit_fmnist", omp_get_max_threads(),
+                                                               o.device); !note.empty())
+      fmt::print("{}\n", note);
   }
   auto save = [&] {  // the running sums of all ranks, saved by rank 0
     const std::vector<double> s = examples::sum_over_ranks({loss_sum, double(correct), double(seen)});
@@ -264,7 +267,8 @@ int run_train(Config o, Device dev) {
     trainer.save(ckpt, {{"epoch", num(epoch)}, {"batch", num(batch)}, {"loss_sum", num(s[0])},
                         {"correct", num(s[1])}, {"seen", num(s[2])}, {"seconds", num(seconds)},
                         {"data_dir", data_dir}, {"data_checksum", data.checksum},
-                        {"skipped", num(guard.skipped)}, {"skipped_in_a_row", num(guard.in_a_row)}});
+                        {"skipped", num(guard.skipped)}, {"skipped_in_a_row", num(guard.in_a_row)},
+                        {"threads", num(omp_get_max_threads())}, {"device", o.device}});
     good = ckpt, good_step = trainer.step();
   };
   const std::string self = data::sibling_program("vit_fmnist");

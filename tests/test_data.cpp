@@ -686,13 +686,15 @@ TEST_CASE("run files: one run per directory (run.lock names the holder's pid); a
   {
     const RunLock lock = open_run_dir("prog", dir, RunStart::Fresh, {});
     CHECK(read_bytes(lock_file) == pid);
-    check_run_dir("prog", dir, RunStart::Fresh);  // the lock file alone does not make it a run's
-    // flock locks belong to the open file, so a second open in this process is refused as another run's is.
+    // flock locks belong to the open file, so a second open in this process is refused as another run's is:
+    // by check_run_dir before anything is loaded, and by open_run_dir.
     const std::string refusal = "[other] --out '" + dir + "' is in use by another run (pid " + std::to_string(getpid());
+    CHECK_THROWS_WITH_AS(check_run_dir("other", dir, RunStart::Resume), doctest::Contains(refusal.c_str()), Error);
     CHECK_THROWS_WITH_AS((void)open_run_dir("other", dir, RunStart::Resume, {}), doctest::Contains(refusal.c_str()),
                          Error);
     CHECK(read_bytes(lock_file) == pid);  // the refused run wrote nothing
   }
+  check_run_dir("prog", dir, RunStart::Fresh);  // a lock file no run holds does not make it a run's
   write_bytes(lock_file, "999999999\n");  // left by a run that died: nobody holds its lock
   {
     const RunLock lock = open_run_dir("prog", dir, RunStart::Resume, {});
@@ -719,7 +721,7 @@ TEST_CASE("run files: a fresh run refuses a non-empty directory; metrics.csv is 
   const std::string dir = t.file("run"), csv = t.file("run/metrics.csv");
   check_run_dir("prog", dir, RunStart::Fresh);  // does not exist yet: fine, and nothing is made
   CHECK_FALSE(fs::exists(dir));
-  RunLock lock = open_run_dir("prog", dir, RunStart::Fresh, {});
+  (void)open_run_dir("prog", dir, RunStart::Fresh, {});  // the lock goes at once: check_run_dir refuses a held one
   {
     MetricsCsv m("prog", csv, "epoch,step,loss", false, "step", 0);
     m.append("1,10,0.5");
@@ -749,8 +751,7 @@ TEST_CASE("run files: a fresh run refuses a non-empty directory; metrics.csv is 
   // Overwrite removes the previous run's files, and only those.
   write_bytes(t.file("run/config.txt"), "old");
   write_bytes(t.file("run/mine.txt"), "keep");
-  lock = RunLock();  // the first run ends
-  lock = open_run_dir("prog", dir, RunStart::Overwrite, {"config.txt", "metrics.csv", "checkpoint.safetensors"});
+  const RunLock lock = open_run_dir("prog", dir, RunStart::Overwrite, {"config.txt", "metrics.csv", "checkpoint.safetensors"});
   CHECK_FALSE(fs::exists(t.file("run/config.txt")));
   CHECK_FALSE(fs::exists(csv));
   CHECK(read_bytes(t.file("run/mine.txt")) == "keep");

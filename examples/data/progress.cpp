@@ -92,11 +92,14 @@ void on_stop_signal(int sig) {
 
 std::atomic<int>& install_stop_signals() {
   static const bool installed = [] {
-    struct sigaction sa {};
+    struct sigaction sa {}, old {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
+    for (int sig : {SIGINT, SIGTERM}) {
+      // A signal the parent told its children to ignore (a shell's background job, nohup) stays ignored.
+      sigaction(sig, nullptr, &old);
+      if (old.sa_handler != SIG_IGN) sigaction(sig, &sa, nullptr);
+    }
     return true;
   }();
   (void)installed;

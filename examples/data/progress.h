@@ -54,7 +54,8 @@ std::string format_duration(double seconds);
 // Installs (once) handlers for SIGINT (Ctrl-C) and SIGTERM (what `timeout`, batch schedulers and
 // mpirun send): the first signal stores its number in the returned flag (0: none yet). Training
 // loops poll it, finish the step, save a checkpoint and exit with stop_status(). A second signal
-// ends the program at once.
+// ends the program at once. A signal the program was started ignoring (a background job of a
+// script ignores SIGINT) stays ignored.
 std::atomic<int>& install_stop_signals();
 // What a shell reports for a program a signal ended, 128 + the signal: 130 for SIGINT, 143 for SIGTERM.
 int stop_status(int signal);

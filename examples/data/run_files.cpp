@@ -62,6 +62,20 @@ std::string holder_pid(int fd) {
   return "?";
 }
 
+[[noreturn]] void in_use(const std::string& program, const std::string& dir, const std::string& path, int fd) {
+  throw Error(fmt::format("[{}] --out '{}' is in use by another run (pid {}, which holds '{}'): wait for it to end or "
+                          "give another --out", program, dir, holder_pid(fd), path));
+}
+
+// Refuses a directory whose lock a live run holds, without taking or creating the lock.
+void check_unlocked(const std::string& program, const std::string& dir) {
+  const std::string path = (fs::path(dir) / kRunLockFile).string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // no lock file: no run has held it
+  const RunLock probe(fd);
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) in_use(program, dir, path, fd);
+}
+
 RunLock lock_run_dir(const std::string& program, const std::string& dir) {
   const std::string path = (fs::path(dir) / kRunLockFile).string();
   // O_CLOEXEC: a child process (gnuplot) must not inherit, and so keep, the lock.
@@ -72,9 +86,7 @@ RunLock lock_run_dir(const std::string& program, const std::string& dir) {
   RunLock lock(fd);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
-    if (err == EWOULDBLOCK)
-      throw Error(fmt::format("[{}] --out '{}' is in use by another run (pid {}, which holds '{}'): wait for it to end "
-                              "or give another --out", program, dir, holder_pid(fd), path));
+    if (err == EWOULDBLOCK) in_use(program, dir, path, fd);
     throw Error(fmt::format("[{}] cannot lock '{}': {}", program, path, std::strerror(err)));
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
@@ -106,6 +118,7 @@ void check_run_dir(const std::string& program, const std::string& dir, RunStart 
     LINEA_CHECK(fs::is_directory(dir, ec), "[{}] --out '{}' exists and is not a directory", program, dir);
     LINEA_CHECK(::access(dir.c_str(), W_OK | X_OK) == 0, "[{}] --out '{}': cannot write into it: {}", program, dir,
                 std::strerror(errno));
+    check_unlocked(program, dir);
     if (start == RunStart::Fresh) check_empty(program, dir);
     return;
   }

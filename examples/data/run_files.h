@@ -28,8 +28,8 @@ enum class RunStart {
 // Resume when `resume` (a checkpoint, or "") lies in `dir`, else Overwrite or Fresh.
 RunStart run_start(const std::string& dir, const std::string& resume, bool overwrite);
 
-// Refuses a `dir` that is not a directory, and for a Fresh start one that holds anything.
-// Changes nothing. Errors start with "[program]".
+// Refuses a `dir` that is not a directory, one whose lock a live run holds, and for a Fresh start
+// one that holds anything. Changes nothing. Errors start with "[program]".
 void check_run_dir(const std::string& program, const std::string& dir, RunStart start);
 
 // The run's hold on its directory: an exclusive advisory lock (flock) on <dir>/run.lock, which
