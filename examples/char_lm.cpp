@@ -410,7 +410,7 @@ int run_train(const Config& o, Device dev) {
       fmt::print(stderr, "{}{}\n", isatty(1) ? "\n" : "",
                  guard.stop_message("char_lm", data::sibling_program("char_lm"), what, good, good_step,
                                     fmt::format("step {}", std::min(o.eval_interval, o.steps))));
-    return 1;
+    return examples::leave_together(1);
   };
   data::Progress progress(o.steps, "train",
                           {.items_per_step = o.batch * o.context, .unit = "tok", .first_step = trainer.step()});
@@ -466,7 +466,7 @@ int run_train(const Config& o, Device dev) {
       save();
       fmt::print("{}stopped by {} at step {}: resume with {}\n", isatty(1) ? "\r\x1b[K" : "\n", data::signal_name(sig),
                  trainer.step(), resume_cmd);
-      return data::stop_status(sig);
+      return examples::leave_together(data::stop_status(sig));
     }
   }
   if (trace) {

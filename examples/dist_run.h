@@ -35,4 +35,14 @@ inline int agreed_stop_signal(int local) {
   return n[0] > 0 ? SIGTERM : n[1] > 0 ? SIGINT : 0;
 }
 
+// A run that ends early (a stop, a divergence) returns through this on every rank: output
+// flushed, and no rank past it before all are, so mpirun, which ends the job when the first rank
+// exits with a non-zero status, cannot cut rank 0's checkpoint write or message short.
+inline int leave_together(int status) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  linea::dist::barrier();
+  return status;
+}
+
 }  // namespace examples

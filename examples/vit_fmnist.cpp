@@ -276,7 +276,7 @@ int run_train(Config o, Device dev) {
   auto diverged = [&](const std::string& what) {
     if (dist::is_main())
       fmt::print(stderr, "\n{}\n", guard.stop_message("vit_fmnist", self, what, good, good_step, "the end of epoch 1"));
-    return 1;
+    return examples::leave_together(1);
   };
 
   // Everything loaded: the run starts, and only now writes its files (under mpirun, rank 0 alone).
@@ -317,7 +317,7 @@ int run_train(Config o, Device dev) {
         save();
         fmt::print("\nstopped by {} at epoch {}, batch {}: resume with {} --resume {}\n", data::signal_name(sig),
                    epoch + 1, batch, self, ckpt);
-        return data::stop_status(sig);
+        return examples::leave_together(data::stop_status(sig));
       }
     }
     const vit::EvalStats ev = evaluate();

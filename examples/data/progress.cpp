@@ -82,8 +82,8 @@ void on_stop_signal(int sig) {
     return;
   }
   // write(), not stdio: only async-signal-safe calls are allowed here.
-  const char term[] = "\n[SIGTERM] stopping after this step to save a checkpoint (a second signal quits at once)\n";
-  const char intr[] = "\n[SIGINT] stopping after this step to save a checkpoint (Ctrl-C again to quit at once)\n";
+  const char term[] = "\n[SIGTERM] stopping after this step (a second signal quits at once)\n";
+  const char intr[] = "\n[SIGINT] stopping after this step (Ctrl-C again to quit at once)\n";
   const bool is_term = sig == SIGTERM;
   [[maybe_unused]] auto n = write(STDERR_FILENO, is_term ? term : intr, (is_term ? sizeof term : sizeof intr) - 1);
 }
