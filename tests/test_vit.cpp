@@ -147,8 +147,8 @@ TEST_CASE("vit: a resumed run may change --epochs and no other saved flag") {
   CHECK(vit::resume_changes(saved, vit::parse_config({"--threads", "3", "--on-nan", "skip-step"}, saved)).empty());
   const std::vector<std::string> changed = vit::resume_changes(saved, vit::parse_config({"--epochs", "9"}, saved));
   CHECK(changed == std::vector<std::string>{"--epochs 9 (the checkpoint's: 7)"});
-  for (const std::vector<std::string> args : {std::vector<std::string>{"--lr", "0.001"}, {"--precision", "bf16"},
-                                             {"--seed", "2"}, {"--holdout", "100"}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--lr", "0.001"}, {"--precision", "bf16"},
+                                              {"--seed", "2"}, {"--holdout", "100"}}) {
     CAPTURE(args[0]);
     const std::string msg = args[0] + " " + args[1] + ": the checkpoint was trained with " + args[0];
     CHECK_THROWS_WITH_AS(vit::resume_changes(saved, vit::parse_config(args, saved)), doctest::Contains(msg.c_str()),
