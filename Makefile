@@ -20,6 +20,9 @@
 #                (default 1000000) in build-fuzz/; crashes land in build-fuzz/tests/fuzz/<parser>-*
 #   make fuzz-short  the same fuzzers for 20 s each (ctest -L fuzz), as .ci/run does
 #   make clang   build everything with clang++ (CUDA off) in build-clang/
+#   make fault-inject  a small char_lm run interrupted 10 times each by kill -9, SIGTERM and SIGINT,
+#                resumed after each, checked bit-identical to the run left alone (tests/fault_inject.sh;
+#                FAULTS=n sets the count)
 # BUILD_DIR (default build) and JOBS (default 2) can be overridden: make test JOBS=8
 # LINEA_CPU_ISA=avx2 (or generic) runs any target on that instruction set's kernels (tensor/cpu_isa.h)
 # make train SEED=n picks the seed (default 1); TRAIN_ARGS adds vit_fmnist flags, for example
@@ -31,6 +34,7 @@ BUILD_DIR ?= build
 JOBS ?= 2
 SEED ?= 1
 TIME_BUDGET ?= 300
+FAULTS ?= 10
 MAKEFLAGS += --no-print-directory
 
 # train and lm start a fresh run each time: --overwrite on replaces the previous run's files in
@@ -49,7 +53,8 @@ CONFIGURE = scripts/setup.sh jobs && cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TY
 CONFIGURE_ALL = scripts/setup.sh && cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release \
   -DLINEA_CUDA=$(if $(NVCC),ON,OFF) -DLINEA_DIST=ON
 
-.PHONY: train test build clean lm mqar bench bench-peer train-dist sanitize sanitize-core fuzz fuzz-short fuzz-build clang
+.PHONY: train test build clean lm mqar bench bench-peer train-dist sanitize sanitize-core fuzz fuzz-short fuzz-build clang \
+        fault-inject
 
 train:
 	$(CONFIGURE)
@@ -136,6 +141,11 @@ SANITIZE_CORE = sizes io checkpoint data creation view
 sanitize-core:
 	$(MAKE) sanitize SANITIZE_TARGETS="$(SANITIZE_CORE:%=linea_test_%) linea_fuzz_seeds \
 	  $(FUZZ_PARSERS:%=linea_fuzz_replay_%)" CTEST_ARGS="-R '^($(subst $(eval) ,|,$(SANITIZE_CORE))|fuzz_)'"
+
+fault-inject:
+	$(CONFIGURE)
+	cmake --build $(BUILD_DIR) -j$(JOBS) --target char_lm
+	tests/fault_inject.sh $(BUILD_DIR)/examples/char_lm $(FAULTS)
 
 clang:
 	scripts/setup.sh fuzz

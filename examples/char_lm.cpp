@@ -16,7 +16,9 @@
 //   config.txt               the flags of the run (model and recipe), one line
 //   vocab.json               the characters the token ids stand for
 //   metrics.csv              one row per evaluation: step, lr, train and val loss, bits per char
-//   checkpoint.safetensors   model + AdamW state, after every evaluation and on Ctrl-C
+//   checkpoint.safetensors   model + AdamW state and the corpus's checksum, after every evaluation
+//                            and on SIGINT (Ctrl-C) or SIGTERM; never with a NaN or an infinity
+//   run.lock                 held while the run runs: a second run into the same --out is refused
 #include <omp.h>
 #include <unistd.h>
 
@@ -58,11 +60,13 @@ struct Config {
   int64_t steps = 2000, batch = 12, warmup = 100;
   double lr = 1e-3, min_lr = 1e-4, weight_decay = 0.1, beta2 = 0.99, grad_clip = 1.0;
   uint64_t seed = 1337;
-  // Running (not saved).
+  int64_t eval_interval = 500, eval_batches = 200;
+  std::string precision = "fp32";  // fp32 | bf16: the matmuls' dot products (examples/flags.h)
+  // Running (not saved; a checkpoint records the corpus's path and checksum instead).
   std::string data;  // "" = the KJV (data::default_corpus_path())
   std::string out, resume, load;
   bool overwrite = false;
-  int64_t eval_interval = 500, eval_batches = 200;
+  std::string on_nan = "stop";  // stop | skip-step: what a step with a non-finite loss or grad norm does
   int64_t sample = 0;
   double temperature = 0.8;
   std::string prompt = "\n";
@@ -70,7 +74,6 @@ struct Config {
   bool profile = false;  // with --bench (default 5 steps): the per-op profile of one more step
   bool profile_shapes = false;  // the profile's gemm rows split by operand shape
   std::string device = "cpu";
-  std::string precision = "fp32";  // fp32 | bf16: the matmuls' dot products (examples/flags.h)
   std::string trace;  // a file: the windows, lr, loss and grad norm of every step (parity checks)
 };
 
@@ -103,9 +106,13 @@ const std::vector<flags::Flag<Config>>& flag_table() {
       flag("overwrite", &Config::overwrite, false, "on: replace the run in a non-empty --out (off: refuse it)"),
       flag("resume", &Config::resume, false, "continue from this checkpoint (its config is the base)"),
       flag("load", &Config::load, false, "sample from this checkpoint (no training); needs --sample"),
-      flag("eval-interval", &Config::eval_interval, false, "steps between val-loss estimates", flags::positive()),
-      flag("eval-batches", &Config::eval_batches, false, "random windows x batch in each loss estimate",
+      flag("eval-interval", &Config::eval_interval, true, "steps between val-loss estimates (and checkpoints)",
            flags::positive()),
+      flag("eval-batches", &Config::eval_batches, true, "random windows x batch in each loss estimate",
+           flags::positive()),
+      flag("on-nan", &Config::on_nan, false,
+           "stop | skip-step: a step whose loss or grad norm is NaN or infinite stops the run, keeping the last good "
+           "checkpoint (stop), or changes nothing and the run goes on (skip-step; more than 10 in a row stop it)"),
       flag("sample", &Config::sample, false, "characters to generate after training (or from --load)",
            flags::at_least(0)),
       flag("temperature", &Config::temperature, false, "sampling temperature", flags::positive()),
@@ -117,7 +124,7 @@ const std::vector<flags::Flag<Config>>& flag_table() {
            "on: with --profile, one gemm row per operand shape (implies --profile on)"),
       flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)", flags::at_least(0, 1024)),
       flag("device", &Config::device, false, "cpu | cuda: where training and --bench run (sampling runs on the CPU)"),
-      flag("precision", &Config::precision, false, "fp32 | bf16: matmul dot products (bf16: bfloat16 operands, float32 sums)"),
+      flag("precision", &Config::precision, true, "fp32 | bf16: matmul dot products (bf16: bfloat16 operands, float32 sums)"),
       flag("trace", &Config::trace, false,
            "write each step's window offsets, lr, loss and grad norm to this file, the val windows' offsets, "
            "and the initial weights to <out>/init.safetensors (to replay the run elsewhere, e.g. PyTorch)"),
@@ -140,6 +147,8 @@ void check(const Config& o) {
   if (!o.load.empty() && o.sample == 0) fail("--load samples from a checkpoint: give --sample N");
   if (!o.load.empty() && !o.resume.empty()) fail("--load and --resume do not go together");
   if (o.prompt.empty()) fail("--prompt must not be empty");
+  if (o.on_nan != "stop" && o.on_nan != "skip-step")
+    fail(fmt::format("--on-nan takes stop or skip-step, got '{}'", o.on_nan));
   if (const int n = dist::world().size; n > 1) {
     if (o.batch % n != 0) fail(fmt::format("--batch {} does not split evenly over {} processes", o.batch, n));
     if (!o.trace.empty()) fail("--trace records a single process's run: run it without mpirun");
@@ -166,13 +175,41 @@ gpt::OptimConfig optim_config(const Config& o) {
           .grad_clip = o.grad_clip};
 }
 
-// The options a checkpoint was trained with, with the command line on top.
-Config config_from_checkpoint(const std::string& path, const std::vector<std::string>& args) {
-  const nn::Metadata meta = nn::load_safetensors(path).metadata;
+// The saved flags of a char_lm checkpoint.
+Config saved_config(const nn::Metadata& meta, const std::string& path) {
+  examples::check_program(meta, path, "char_lm");
   auto it = meta.find("config");
   if (it == meta.end()) fail(fmt::format("'{}' has no config: not a char_lm checkpoint", path));
-  return flags::parse_flags("char_lm", flag_table(), args,
-                            flags::parse_flags("char_lm", flag_table(), flags::split_words(it->second)));
+  try {
+    return flags::parse_flags("char_lm", flag_table(), flags::split_words(it->second));
+  } catch (const Error&) {  // another program's flags
+    fail(fmt::format("'{}' is not a char_lm checkpoint (its config has flags char_lm does not know)", path));
+  }
+}
+
+// --load: the checkpoint's flags with the command line on top.
+Config load_config(const std::string& path, const std::vector<std::string>& args) {
+  return flags::parse_flags("char_lm", flag_table(), args, saved_config(nn::load_safetensors(path).metadata, path));
+}
+
+// --resume: the checkpoint's flags and corpus, so the resumed run computes what the uninterrupted
+// one would have. Of the flags that change the numbers only --steps may be given another value (the
+// rows already written stay valid); the corpus (by default the checkpoint's) must be the same bytes.
+Config resume_config(const std::string& path, const std::vector<std::string>& args) {
+  const nn::Metadata meta = nn::load_safetensors(path).metadata;
+  const Config saved = saved_config(meta, path);
+  Config o = flags::parse_flags("char_lm", flag_table(), args, saved);
+  const std::vector<std::string> changed = flags::resume_changes("char_lm", flag_table(), saved, o, {"steps"});
+  const std::string saved_data = examples::meta_text(meta, "data", path, "char_lm");
+  const std::string want = examples::meta_text(meta, "data_checksum", path, "char_lm");
+  if (o.data.empty()) o.data = saved_data;
+  if (const std::string have = data::file_checksum("char_lm", o.data); have != want)
+    fail(fmt::format("'{}' ({}) is not the corpus '{}' was trained on: '{}' ({})", o.data, have, path, saved_data,
+                     want));
+  if (!changed.empty())
+    fmt::print("char_lm: resuming with {} (the other flags that change the numbers are the checkpoint's)\n",
+               fmt::join(changed, ", "));
+  return o;
 }
 
 using Clock = std::chrono::steady_clock;
@@ -263,6 +300,8 @@ int run_sample(const Config& o) {
 // ---------------------------------------------------------------- training
 
 int run_train(const Config& o, Device dev) {
+  // From here on SIGINT and SIGTERM stop the run after the step they arrive in, with a checkpoint.
+  std::atomic<int>& stop = data::install_stop_signals();
   // A resumed run continues in its checkpoint's directory unless told otherwise.
   std::string out = o.out.empty() ? "runs/char_lm_" + o.attn : o.out;
   if (o.out.empty() && !o.resume.empty()) out = std::filesystem::path(o.resume).parent_path().string();
@@ -274,6 +313,9 @@ int run_train(const Config& o, Device dev) {
   // A resumed run keeps the ids it was trained with.
   const data::CharCorpus corpus = o.resume.empty() ? data::CharCorpus::from_file(data_path)
                                                    : data::CharCorpus::from_file(data_path, data::Vocab::load(vocab_beside(o.resume)));
+  // What a resumed run checks it reads (resume_config).
+  const std::string data_entry = std::filesystem::absolute(data_path).string();
+  const std::string data_checksum = data::file_checksum("char_lm", data_path);
 
   manual_seed(o.seed);
   auto model = std::make_shared<gpt::GPT>(model_config(o, corpus.vocab().size()));
@@ -296,33 +338,50 @@ int run_train(const Config& o, Device dev) {
              corpus.size("train"), corpus.size("val"), data_path, dist::world().size, omp_get_max_threads(),
              cpu_isa_name(cpu_isa()), o.precision);
 
-  // The running mean of the training loss since the last evaluation, and the clock.
+  // The running mean of the training loss since the last evaluation (over the steps that trained,
+  // not those skipped for a non-finite loss or grad norm), and the clock.
   double loss_sum = 0, seconds = 0;
-  int64_t loss_count = 0;
+  int64_t loss_count = 0, skipped_window = 0;
+  examples::NanGuard guard{.policy = o.on_nan};
   // The running loss sum over all ranks: every rank adds its rows' mean each step (and, resumed,
   // starts from the saved sum), so the mean over the ranks is the sum of the global batch means.
   auto global_loss_sum = [&] {
     const int n = dist::world().size;
     return n == 1 ? loss_sum : examples::sum_over_ranks({loss_sum})[0] / n;
   };
+  // The last good checkpoint: the file and its step (-1: none yet).
+  std::string good = o.resume;
+  int64_t good_step = -1;
   auto save = [&] {
     const double sum = global_loss_sum();
     if (!dist::is_main()) return;
-    trainer.save(ckpt, {{"config", flags::flags_line(flag_table(), o)}, {"loss_sum", fmt::format("{}", sum)},
-                        {"loss_count", std::to_string(loss_count)}, {"seconds", fmt::format("{}", seconds)}});
+    trainer.save(ckpt, {{"program", "char_lm"}, {"config", flags::flags_line(flag_table(), o)},
+                        {"data", data_entry}, {"data_checksum", data_checksum}, {"loss_sum", fmt::format("{}", sum)},
+                        {"loss_count", std::to_string(loss_count)}, {"seconds", fmt::format("{}", seconds)},
+                        {"skipped", std::to_string(guard.skipped)}, {"skipped_window", std::to_string(skipped_window)},
+                        {"skipped_in_a_row", std::to_string(guard.in_a_row)},
+                        {"threads", std::to_string(omp_get_max_threads())}, {"device", o.device}});
+    good = ckpt, good_step = trainer.step();
   };
   if (!o.resume.empty()) {
     const nn::Metadata m = trainer.load(o.resume);
+    auto count = [&](const char* key) { return examples::meta_integer(m, key, o.resume, "char_lm"); };
     loss_sum = examples::meta_number(m, "loss_sum", o.resume, "char_lm");
-    loss_count = examples::meta_integer(m, "loss_count", o.resume, "char_lm");
+    loss_count = count("loss_count"), skipped_window = count("skipped_window");
+    guard.skipped = count("skipped"), guard.in_a_row = count("skipped_in_a_row");
     seconds = examples::meta_number(m, "seconds", o.resume, "char_lm");
+    good_step = trainer.step();
     fmt::print("resumed from {} at step {}\n", o.resume, trainer.step());
+    if (const std::string note = examples::resume_machine_note(m, o.resume, "char_lm", omp_get_max_threads(), o.device);
+        !note.empty())
+      fmt::print("{}\n", note);
   }
 
   // Everything loaded: the run starts, and only now writes its files.
-  if (dist::is_main()) {  // under mpirun, rank 0 alone writes the run's files
-    data::open_run_dir("char_lm", out, start,
-                       {"config.txt", "vocab.json", "metrics.csv", "checkpoint.safetensors", "init.safetensors"});
+  data::RunLock lock;  // under mpirun, rank 0 alone writes the run's files
+  if (dist::is_main()) {
+    lock = data::open_run_dir("char_lm", out, start,
+                              {"config.txt", "vocab.json", "metrics.csv", "checkpoint.safetensors", "init.safetensors"});
     corpus.vocab().save(out + "/vocab.json");
     data::write_run_file("char_lm", out + "/config.txt", flags::flags_line(flag_table(), o) + "\n");
   }
@@ -333,6 +392,7 @@ int run_train(const Config& o, Device dev) {
     if (o.resume.empty()) {
       save();  // the initial weights (step 0)
       if (dist::is_main()) std::filesystem::rename(ckpt, out + "/init.safetensors");
+      good_step = -1;
       Generator gen(data::derive_seed(o.seed, 1, 2));  // fixed_batches' draws
       for (int64_t i = 0; i < o.eval_batches; ++i)
         fmt::print(trace, "val {}\n", fmt::join(window_offsets(corpus, "val", o, gen), " "));
@@ -343,7 +403,15 @@ int run_train(const Config& o, Device dev) {
     csv.emplace("char_lm", csv_path, "step,lr,train_loss,val_loss,val_bpc,seconds", !o.resume.empty(), "step",
                 trainer.step());
 
-  std::atomic<bool>& interrupted = data::install_sigint_flag();
+  const std::string resume_cmd = fmt::format("{} --resume {}", data::sibling_program("char_lm"), ckpt);
+  // A diverged run stops without saving: the checkpoint on disk stays the last good one.
+  auto diverged = [&](const std::string& what) {
+    if (dist::is_main())
+      fmt::print(stderr, "{}{}\n", isatty(1) ? "\n" : "",
+                 guard.stop_message("char_lm", data::sibling_program("char_lm"), what, good, good_step,
+                                    fmt::format("step {}", std::min(o.eval_interval, o.steps))));
+    return examples::leave_together(1);
+  };
   data::Progress progress(o.steps, "train",
                           {.items_per_step = o.batch * o.context, .unit = "tok", .first_step = trainer.step()});
   double val = NAN, train_avg = NAN;
@@ -354,36 +422,51 @@ int run_train(const Config& o, Device dev) {
     const double lr = trainer.lr();
     const gpt::StepStats st = trainer.train_step(b.x.narrow(0, rows.begin, rows.size).contiguous().to(dev),
                                                  b.y.narrow(0, rows.begin, rows.size).contiguous().to(dev));
-    loss_sum += st.loss;
-    ++loss_count;
     if (trace) {
       Generator gen(data::derive_seed(o.seed, static_cast<uint64_t>(trainer.step() - 1)));  // train_batch's draws
       fmt::print(trace, "step {} {:.9g} {:.9g} {:.9g} {}\n", trainer.step() - 1, lr, st.loss, st.grad_norm,
                  fmt::join(window_offsets(corpus, "train", o, gen), " "));
     }
-    progress.update(trainer.step(), {{"loss", loss_sum / double(loss_count)}, {"lr", trainer.lr()}});
-    if (dist::any(interrupted)) {  // all ranks stop at the same step
-      seconds += seconds_since(t);
-      save();
-      fmt::print("\nstopped at step {}: resume with --resume {}\n", trainer.step(), ckpt);
-      return 130;
+    if (guard.must_stop(st.finite))
+      return diverged(fmt::format("step {}: the loss is {} and the grad norm {}", trainer.step(), st.loss, st.grad_norm));
+    if (st.finite) {
+      loss_sum += st.loss;
+      ++loss_count;
+    } else {  // skipped: the weights are those of the step before
+      ++skipped_window;
+      fmt::print("{}step {}: the loss is {} and the grad norm {}: skipped ({} in a row, {} in all)\n",
+                 isatty(1) ? "\r\x1b[K" : "", trainer.step(), st.loss, st.grad_norm, guard.in_a_row, guard.skipped);
     }
+    progress.update(trainer.step(), {{"loss", loss_sum / double(std::max<int64_t>(loss_count, 1))},
+                                     {"lr", trainer.lr()}});
     if (trainer.step() % o.eval_interval == 0 || trainer.step() == o.steps) {
       seconds += seconds_since(t);  // evaluation time is not training time
       val = mean_loss(val_batches);
-      train_avg = global_loss_sum() / double(loss_count);
+      if (!std::isfinite(val) && o.on_nan == "stop")  // finite weights, but the model no longer computes
+        return diverged(fmt::format("step {}: the val loss is {}", trainer.step(), val));
+      train_avg = loss_count > 0 ? global_loss_sum() / double(loss_count) : NAN;  // NaN: every step skipped
       if (csv)
         csv->append(fmt::format("{},{:.6g},{:.6f},{:.6f},{:.6f},{:.1f}", trainer.step(), trainer.lr(), train_avg, val,
                                 bits(val), seconds));
       // A line of its own (over the live progress line on a terminal, which redraws below it).
       // The train loss is the mean over the steps since the last estimate (the model improved
       // during them), the val loss that of the model now: early on, train > val is expected.
-      fmt::print("{}step {}: train loss {:.4f} (mean of steps {}-{}), val loss {:.4f} ({:.3f} bpc)\n",
-                 isatty(1) ? "\r\x1b[K" : "", trainer.step(), train_avg, trainer.step() - loss_count + 1,
-                 trainer.step(), val, bits(val));
-      loss_sum = 0, loss_count = 0;
+      fmt::print("{}step {}: train loss {:.4f} (mean of steps {}-{}{}), val loss {:.4f} ({:.3f} bpc)\n",
+                 isatty(1) ? "\r\x1b[K" : "", trainer.step(), train_avg,
+                 trainer.step() - loss_count - skipped_window + 1, trainer.step(),
+                 skipped_window > 0 ? fmt::format(", {} skipped", skipped_window) : "", val, bits(val));
+      loss_sum = 0, loss_count = 0, skipped_window = 0;
       save();
       t = Clock::now();
+    }
+    // A stop request (all ranks agree on it, and so on the step) after the step and its
+    // evaluation, so the resumed run writes the metrics rows the uninterrupted run writes.
+    if (const int sig = trainer.step() < o.steps ? examples::agreed_stop_signal(stop.load()) : 0) {
+      seconds += seconds_since(t);
+      save();
+      fmt::print("{}stopped by {} at step {}: resume with {}\n", isatty(1) ? "\r\x1b[K" : "\n", data::signal_name(sig),
+                 trainer.step(), resume_cmd);
+      return examples::leave_together(data::stop_status(sig));
     }
   }
   if (trace) {
@@ -395,9 +478,10 @@ int run_train(const Config& o, Device dev) {
   if (std::isnan(val)) val = mean_loss(val_batches);  // resumed a finished run
   progress.finish(fmt::format("| train loss {:.4f} ({:.3f} bpc) | val loss {:.4f} ({:.3f} bpc)", train, bits(train), val,
                               bits(val)));
-  fmt::print("char_lm {}: val loss {:.4f} nats ({:.3f} bpc), train {:.4f}, after {} steps, {} of training ({:.1f} ms/step); {}\n",
-             o.attn, val, bits(val), train, trainer.step(), data::format_duration(seconds),
-             1e3 * seconds / double(std::max<int64_t>(trainer.step(), 1)), out);
+  fmt::print("char_lm {}: val loss {:.4f} nats ({:.3f} bpc), train {:.4f}, after {} steps{}, {} of training ({:.1f} "
+             "ms/step); {}\n", o.attn, val, bits(val), train, trainer.step(),
+             guard.skipped > 0 ? fmt::format(" ({} skipped: non-finite loss or grad norm)", guard.skipped) : "",
+             data::format_duration(seconds), 1e3 * seconds / double(std::max<int64_t>(trainer.step(), 1)), out);
   fmt::print("plot the loss curves: {}\n", plot::plot_metrics_command(out));
   if (o.sample > 0 && dist::is_main()) {
     nn::to(*model, Device::cpu());  // generation goes token by token: the CPU's job
@@ -414,8 +498,8 @@ int main(int argc, char** argv) {
     if (flags::help_requested("char_lm", flag_table(), args)) return 0;
     examples::join_job();
     Config o = flags::parse_flags("char_lm", flag_table(), args);
-    if (!o.resume.empty()) o = config_from_checkpoint(o.resume, args);
-    if (!o.load.empty()) o = config_from_checkpoint(o.load, args);
+    if (!o.resume.empty()) o = resume_config(o.resume, args);
+    if (!o.load.empty()) o = load_config(o.load, args);
     check(o);
     check_memory(o);
     const Device dev = flags::parse_device("char_lm", o.device);

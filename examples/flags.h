@@ -124,6 +124,29 @@ std::string flags_line(const std::vector<Flag<Config>>& table, const Config& c) 
   return s;
 }
 
+// A resumed run's flags against its checkpoint's: a saved flag changes the run's numbers, so
+// `resumed` may give it another value only when it is one of `may_change` (flags that leave the
+// rows already written valid, e.g. "steps": a run may be extended); any other is an error naming
+// it. Returns one note per flag that did change, "--steps 4 (the checkpoint's: 2)".
+template <class Config>
+std::vector<std::string> resume_changes(const std::string& program, const std::vector<Flag<Config>>& table,
+                                        const Config& saved, const Config& resumed,
+                                        const std::vector<std::string>& may_change) {
+  std::vector<std::string> changed;
+  for (const Flag<Config>& f : table) {
+    if (!f.saved || f.get(resumed) == f.get(saved)) continue;
+    if (std::find(may_change.begin(), may_change.end(), f.name) == may_change.end()) {
+      std::string allowed;
+      for (const std::string& m : may_change) allowed += (allowed.empty() ? "--" : ", --") + m;
+      fail(program, fmt::format("--{} {}: the checkpoint was trained with --{} {}, and a resumed run keeps every flag "
+                                "that changes its numbers (of those only {} may change): start a new run to change it",
+                                f.name, f.get(resumed), f.name, f.get(saved), allowed));
+    }
+    changed.push_back(fmt::format("--{} {} (the checkpoint's: {})", f.name, f.get(resumed), f.get(saved)));
+  }
+  return changed;
+}
+
 // The value of `--device`: cpu or cuda. Asking for cuda where no GPU can run (a CPU-only build,
 // no driver, no device) is an error that says so, not a crash at the first kernel.
 inline linea::Device parse_device(const std::string& program, const std::string& name) {

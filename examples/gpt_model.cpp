@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <linea/dist/dist.h>
 #include <linea/tensor/backend.h>  // attention_probs_size: what the softmax kernel keeps per row
 
 namespace gpt {
@@ -294,10 +295,15 @@ StepStats Trainer::train_step(const std::function<Tensor()>& loss_fn) {
 
   t = std::chrono::steady_clock::now();
   Profiler::Scope phase("update");
-  if (opts_.grad_clip > 0) s.grad_norm = nn::clip_grad_norm_(trainable_, opts_.grad_clip);
-  optimizer->set_lr(lr());
-  optimizer->step();
-  optimizer->zero_grad();  // step() also projected MHLA's mix (lower-triangular, in [1e-5, 1])
+  // The norm also tells a diverged step (without clipping, an infinite limit only measures it).
+  s.grad_norm = nn::clip_grad_norm_(trainable_, opts_.grad_clip > 0 ? opts_.grad_clip : INFINITY);
+  s.finite = std::isfinite(s.loss) && std::isfinite(s.grad_norm);
+  if (data_parallel) s.finite = !dist::any(!s.finite);  // the ranks' losses differ: all skip, or none
+  if (s.finite) {
+    optimizer->set_lr(lr());
+    optimizer->step();  // also projects MHLA's mix (lower-triangular, in [1e-5, 1])
+  }
+  optimizer->zero_grad();
   ++step_;
   s.update_s = seconds_since(t);
   return s;

@@ -118,14 +118,18 @@ struct OptimConfig {
 
 struct StepStats {
   double loss = 0;  // mean cross-entropy (nats) of the batch, over targets != kIgnoreIndex
-  double grad_norm = NAN;  // the global grad norm before clipping (NAN when grad_clip is 0)
+  double grad_norm = NAN;  // the global grad norm before clipping
+  // false: the loss or the grad norm was a NaN or an infinity (on some rank), and the step left
+  // the weights and the optimizer as they were; only the step count moved on.
+  bool finite = true;
   double forward_s = 0, backward_s = 0, update_s = 0;
 };
 
 class Trainer {
  public:
   Trainer(std::shared_ptr<GPT> model, const OptimConfig& o);
-  // One optimizer step on tokens x [B, T] with targets y [B, T] (-100 = ignored) at lr().
+  // One optimizer step on tokens x [B, T] with targets y [B, T] (-100 = ignored) at lr(). A step
+  // whose loss or grad norm is not finite updates nothing (StepStats::finite).
   StepStats train_step(const Tensor& x, const Tensor& y);
   // The same step on the scalar loss_fn() builds (e.g. from GPT::scored_logits).
   StepStats train_step(const std::function<Tensor()>& loss_fn);

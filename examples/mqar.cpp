@@ -138,6 +138,7 @@ uint64_t test_split(const Config& o) { return data::derive_seed(o.data_seed, 1, 
 struct Result {
   double accuracy = 0, loss = 0, seconds = 0;
   int64_t steps = 0;
+  int stopped_by = 0;  // the signal (SIGINT, SIGTERM) that stopped the run after step `steps`, or 0
 };
 
 // Query accuracy on the test split, in batches of o.batch.
@@ -173,14 +174,14 @@ Result run(const Config& o, Device dev) {
                                .weight_decay = o.weight_decay, .beta2 = 0.999, .grad_clip = 0});
   data::Progress progress(r.steps, fmt::format("mqar {} len {} kv {}", o.attn, o.seq_len, o.num_kv),
                           {.items_per_step = o.batch * o.seq_len, .unit = "tok"});
-  std::atomic<bool>& interrupted = data::install_sigint_flag();
+  std::atomic<int>& stop = data::install_stop_signals();
   std::vector<int64_t> order(o.train_examples);
   for (int64_t i = 0; i < o.train_examples; ++i) order[i] = i;
   const auto t = std::chrono::steady_clock::now();
-  for (int64_t epoch = 0; epoch < o.epochs && !interrupted; ++epoch) {
+  for (int64_t epoch = 0; epoch < o.epochs; ++epoch) {
     Generator gen(data::derive_seed(o.seed, static_cast<uint64_t>(epoch)));
     data::shuffle(order, gen);
-    for (int64_t first = 0; first < o.train_examples && !interrupted; first += o.batch) {
+    for (int64_t first = 0; first < o.train_examples; first += o.batch) {
       const std::vector<int64_t> ids(order.begin() + first,
                                      order.begin() + std::min(first + o.batch, o.train_examples));
       const data::MqarBatch b = data::make_mqar(task_of(o), train_split(o), ids);
@@ -190,12 +191,23 @@ Result run(const Config& o, Device dev) {
                         return nn::cross_entropy(logits, targets);
                       }).loss;
       progress.update(trainer.step(), {{"loss", r.loss}});
+      if ((r.stopped_by = stop.load()) != 0) {  // a run is minutes: no checkpoint, the step ends it
+        r.steps = trainer.step();
+        return r;
+      }
     }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   r.accuracy = evaluate(*model, o, dev);
   progress.finish(fmt::format("| loss {:.4f} | test accuracy {:.1f}%", r.loss, 100 * r.accuracy));
   return r;
+}
+
+// What a run or sweep a signal stopped prints; returns its exit status (128 + the signal).
+int stopped(const Result& r, const std::string& where) {
+  fmt::print("\nmqar: stopped by {} after step {}{}; mqar keeps no checkpoint, so no result was written\n",
+             data::signal_name(r.stopped_by), r.steps, where);
+  return data::stop_status(r.stopped_by);
 }
 
 // ---------------------------------------------------------------- the sweep (`make mqar`)
@@ -270,7 +282,9 @@ int run_sweep(const Config& o, Device dev) {
              (o.train_examples + o.batch - 1) / o.batch * o.epochs, o.batch * 4, omp_get_max_threads(),
              cpu_isa_name(cpu_isa()));
   const auto t = std::chrono::steady_clock::now();
-  for (Row& r : rows) r.result = run(r.config, dev);
+  for (size_t i = 0; i < rows.size(); ++i)
+    if ((rows[i].result = run(rows[i].config, dev)).stopped_by != 0)
+      return stopped(rows[i].result, fmt::format(" of run {} of {}", i + 1, rows.size()));
   const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count() / 60;
 
   std::vector<Size> sizes;
@@ -336,6 +350,7 @@ int main(int argc, char** argv) {
     if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
     if (o.sweep) return run_sweep(o, dev);
     const Result r = run(o, dev);
+    if (r.stopped_by != 0) return stopped(r, "");
     fmt::print("mqar {}: test accuracy {:.1f}% at seq-len {}, {} key-value pairs (lr {}, {} steps, {:.1f}s, {:.1f} steps/s)\n",
                o.attn, 100 * r.accuracy, o.seq_len, o.num_kv, o.lr, r.steps, r.seconds, r.steps / r.seconds);
     return 0;

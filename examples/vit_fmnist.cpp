@@ -15,7 +15,9 @@
 // A run writes into --out (default runs/vit_fmnist_<attn>):
 //   config.txt               the flags of the run (model and recipe), one line
 //   metrics.csv              one row per epoch: epoch, step, train/test loss and accuracy, seconds
-//   checkpoint.safetensors   model + AdamW state + data position, after every epoch and on Ctrl-C
+//   checkpoint.safetensors   model + AdamW state + data position and checksum, after every epoch and
+//                            on SIGINT (Ctrl-C) or SIGTERM; never with a NaN or an infinity
+//   run.lock                 held while the run runs: a second run into the same --out is refused
 // (--resume continues in the checkpoint's folder).
 #include <omp.h>
 
@@ -26,6 +28,7 @@
 #include <optional>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <linea/linea.h>
 
 #include "data/dataloader.h"
@@ -55,10 +58,16 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 struct Data {
   Tensor train_x, train_y, test_x, test_y;
   double black = 0;  // what a black pixel becomes after normalisation
+  std::string checksum;  // of the images and labels as read (data::Checksum): a resumed run checks it
 };
 
 Data load_data(const std::string& dir, int64_t holdout) {
   data::ImageDataset train = data::load_fashion_mnist("train", dir), test = data::load_fashion_mnist("test", dir);
+  data::Checksum sum;
+  for (const Tensor& t : {train.images, train.labels, test.images, test.labels}) {
+    const Tensor c = t.contiguous();
+    sum.add(c.data_ptr(), static_cast<size_t>(c.numel()) * itemsize(c.dtype()));
+  }
   if (holdout > 0) {  // tuning: the last `holdout` training images stand in for the test set
     const int64_t n = train.images.size(0) - holdout;
     test = {train.images.narrow(0, n, holdout), train.labels.narrow(0, n, holdout)};
@@ -66,6 +75,7 @@ Data load_data(const std::string& dir, int64_t holdout) {
   }
   const data::PixelStats stats = data::pixel_stats(train.images);
   Data d;
+  d.checksum = sum.str();
   d.black = -stats.mean / stats.std;
   d.train_x = data::pad_images(data::normalize_images(train.images, stats), 2, d.black);
   d.test_x = data::pad_images(data::normalize_images(test.images, stats), 2, d.black);
@@ -80,12 +90,36 @@ Data load_data(const std::string& dir, int64_t holdout) {
 // running sums a resumed run continues from are bit-identical.
 std::string num(double v) { return fmt::format("{}", v); }
 
-// The options a checkpoint was trained with, with the command line on top.
-Config config_from_checkpoint(const std::string& path, const std::vector<std::string>& args) {
-  const nn::Metadata meta = nn::load_safetensors(path).metadata;
+// The saved flags of a vit_fmnist checkpoint.
+Config saved_config(const nn::Metadata& meta, const std::string& path) {
+  examples::check_program(meta, path, "vit_fmnist");
   auto it = meta.find("config");
   LINEA_CHECK(it != meta.end(), "[vit_fmnist] '{}' has no config: not a vit_fmnist checkpoint", path);
-  return vit::parse_config(args, vit::parse_config(flags::split_words(it->second)));
+  try {
+    return vit::parse_config(flags::split_words(it->second));
+  } catch (const Error&) {  // another program's flags
+    throw Error(fmt::format("[vit_fmnist] '{}' is not a vit_fmnist checkpoint (its config has flags vit_fmnist does "
+                            "not know)", path));
+  }
+}
+
+// --eval: the checkpoint's flags with the command line on top.
+Config eval_config(const std::string& path, const std::vector<std::string>& args) {
+  return vit::parse_config(args, saved_config(nn::load_safetensors(path).metadata, path));
+}
+
+// --resume: the checkpoint's flags, of which only --epochs may be given another value, and by
+// default its data directory (run_train checks the data's checksum once loaded).
+Config resume_config(const std::string& path, const std::vector<std::string>& args) {
+  const nn::Metadata meta = nn::load_safetensors(path).metadata;
+  const Config saved = saved_config(meta, path);
+  Config o = vit::parse_config(args, saved);
+  const std::vector<std::string> changed = vit::resume_changes(saved, o);
+  if (o.data_dir.empty()) o.data_dir = examples::meta_text(meta, "data_dir", path, "vit_fmnist");
+  if (!changed.empty())
+    fmt::print("vit_fmnist: resuming with {} (the other flags that change the numbers are the checkpoint's)\n",
+               fmt::join(changed, ", "));
+  return o;
 }
 
 // ---------------------------------------------------------------- --bench
@@ -160,6 +194,8 @@ int run_eval(const Config& o, Device dev) {
 
 int run_train(Config o, Device dev) {
   const auto program_start = Clock::now();
+  // From here on SIGINT and SIGTERM stop the run after the step they arrive in, with a checkpoint.
+  std::atomic<int>& stop = data::install_stop_signals();
   // A resumed run keeps writing beside its checkpoint unless told otherwise.
   std::string out = o.out;
   if (out.empty() && !o.resume.empty()) out = std::filesystem::path(o.resume).parent_path().string();
@@ -199,35 +235,60 @@ int run_train(Config o, Device dev) {
              "CPU kernels, {} matmuls\n", o.attn, trainer.model->num_parameters(), o.epochs, steps_per_epoch, o.batch,
              dist::world().size, omp_get_max_threads(), cpu_isa_name(cpu_isa()), o.precision);
 
-  // Where the run stands: the epoch and batch to do next, this epoch's running sums, the clock.
+  // Where the run stands: the epoch and batch to do next, this epoch's running sums (over the steps
+  // that trained, not those skipped for a non-finite loss or grad norm), the clock.
   int64_t epoch = 0, batch = 0, correct = 0, seen = 0;
   double loss_sum = 0, seconds = 0;
+  examples::NanGuard guard{.policy = o.on_nan};
+  // The last good checkpoint: the file and its step (-1: none yet).
+  std::string good = o.resume;
+  int64_t good_step = -1;
+  const std::string data_dir = o.data_dir.empty() ? data::kFashionMnistDir : std::filesystem::absolute(o.data_dir).string();
   if (!o.resume.empty()) {
     const nn::Metadata m = trainer.load(o.resume);
+    const std::string want = examples::meta_text(m, "data_checksum", o.resume, "vit_fmnist");
+    LINEA_CHECK(data.checksum == want, "[vit_fmnist] the data in '{}' ({}) is not what '{}' was trained on: '{}' ({})",
+                data_dir, data.checksum, o.resume, examples::meta_text(m, "data_dir", o.resume, "vit_fmnist"), want);
     auto count = [&](const char* key) { return examples::meta_integer(m, key, o.resume, "vit_fmnist"); };
     epoch = count("epoch"), batch = count("batch"), correct = count("correct"), seen = count("seen");
+    guard.skipped = count("skipped"), guard.in_a_row = count("skipped_in_a_row");
     loss_sum = examples::meta_number(m, "loss_sum", o.resume, "vit_fmnist");
     seconds = examples::meta_number(m, "seconds", o.resume, "vit_fmnist");
     if (!dist::is_main()) loss_sum = 0, correct = 0, seen = 0;  // the saved sums count once, on rank 0
+    good_step = trainer.step();
     fmt::print("resumed from {} at epoch {}, batch {} (step {})\n", o.resume, epoch + 1, batch, trainer.step());
+    if (const std::string note = examples::resume_machine_note(m, o.resume, "vit_fmnist", omp_get_max_threads(),
+                                                               o.device); !note.empty())
+      fmt::print("{}\n", note);
   }
   auto save = [&] {  // the running sums of all ranks, saved by rank 0
     const std::vector<double> s = examples::sum_over_ranks({loss_sum, double(correct), double(seen)});
     if (!dist::is_main()) return;
     trainer.save(ckpt, {{"epoch", num(epoch)}, {"batch", num(batch)}, {"loss_sum", num(s[0])},
-                        {"correct", num(s[1])}, {"seen", num(s[2])}, {"seconds", num(seconds)}});
+                        {"correct", num(s[1])}, {"seen", num(s[2])}, {"seconds", num(seconds)},
+                        {"data_dir", data_dir}, {"data_checksum", data.checksum},
+                        {"skipped", num(guard.skipped)}, {"skipped_in_a_row", num(guard.in_a_row)},
+                        {"threads", num(omp_get_max_threads())}, {"device", o.device}});
+    good = ckpt, good_step = trainer.step();
+  };
+  const std::string self = data::sibling_program("vit_fmnist");
+  // A diverged run stops without saving: the checkpoint on disk stays the last good one.
+  auto diverged = [&](const std::string& what) {
+    if (dist::is_main())
+      fmt::print(stderr, "\n{}\n", guard.stop_message("vit_fmnist", self, what, good, good_step, "the end of epoch 1"));
+    return examples::leave_together(1);
   };
 
   // Everything loaded: the run starts, and only now writes its files (under mpirun, rank 0 alone).
   std::optional<data::MetricsCsv> csv;
+  data::RunLock lock;
   if (dist::is_main()) {
-    data::open_run_dir("vit_fmnist", out, start, {"config.txt", "metrics.csv", "checkpoint.safetensors"});
+    lock = data::open_run_dir("vit_fmnist", out, start, {"config.txt", "metrics.csv", "checkpoint.safetensors"});
     data::write_run_file("vit_fmnist", out + "/config.txt", vit::config_line(o) + "\n");
     csv.emplace("vit_fmnist", csv_path, "epoch,step,train_loss,train_acc,test_loss,test_acc,seconds",
                 !o.resume.empty(), "step", trainer.step());
   }
 
-  std::atomic<bool>& interrupted = data::install_sigint_flag();
   double test_acc = 0;
   while (epoch < o.epochs) {
     data::Progress progress(steps_per_epoch, fmt::format("epoch {}/{}", epoch + 1, o.epochs),
@@ -236,20 +297,33 @@ int run_train(Config o, Device dev) {
     auto t = Clock::now();
     while (auto b = loader.next()) {
       const vit::StepStats s = trainer.train_step(b->x.to(dev), b->y.to(dev));
-      loss_sum += s.loss * static_cast<double>(b->y.size(0));
-      correct += s.correct;
-      seen += b->y.size(0);
       ++batch;
-      progress.update(batch, {{"loss", loss_sum / seen}, {"acc", double(correct) / seen}});  // rank 0's rows
-      if (dist::any(interrupted)) {  // all ranks stop at the same step
+      if (guard.must_stop(s.finite))
+        return diverged(fmt::format("step {} (epoch {}, batch {}): the loss is {} and the grad norm {}",
+                                    trainer.step(), epoch + 1, batch, s.loss, s.grad_norm));
+      if (s.finite) {
+        loss_sum += s.loss * static_cast<double>(b->y.size(0));
+        correct += s.correct;
+        seen += b->y.size(0);
+      } else {  // skipped: the weights are those of the step before
+        fmt::print("\nstep {} (epoch {}, batch {}): the loss is {} and the grad norm {}: skipped ({} in a row, {} in "
+                   "all)\n", trainer.step(), epoch + 1, batch, s.loss, s.grad_norm, guard.in_a_row, guard.skipped);
+      }
+      progress.update(batch, {{"loss", loss_sum / double(std::max<int64_t>(seen, 1))},
+                              {"acc", double(correct) / double(std::max<int64_t>(seen, 1))}});  // rank 0's rows
+      // All ranks agree on the stop, and so on the step; the checkpoint holds the data position.
+      if (const int sig = examples::agreed_stop_signal(stop.load())) {
         seconds += seconds_since(t);
         save();
-        fmt::print("\nstopped at epoch {}, batch {}: resume with --resume {}\n", epoch + 1, batch, ckpt);
-        return 130;
+        fmt::print("\nstopped by {} at epoch {}, batch {}: resume with {} --resume {}\n", data::signal_name(sig),
+                   epoch + 1, batch, self, ckpt);
+        return examples::leave_together(data::stop_status(sig));
       }
     }
     const vit::EvalStats ev = evaluate();
     seconds += seconds_since(t);
+    if (!std::isfinite(ev.loss) && o.on_nan == "stop")  // finite weights, but the model no longer computes
+      return diverged(fmt::format("epoch {}: the {} loss is {}", epoch + 1, split, ev.loss));
     test_acc = ev.accuracy;
     const std::vector<double> sums = examples::sum_over_ranks({loss_sum, double(correct), double(seen)});
     const double train_loss = sums[0] / sums[2], train_acc = sums[1] / sums[2];
@@ -265,10 +339,10 @@ int run_train(Config o, Device dev) {
   if (test_acc == 0) test_acc = evaluate().accuracy;  // resumed a finished run
   if (!dist::is_main()) return 0;
   // How it went, and what to do with the run next.
-  fmt::print("\nvit_fmnist {}: {} accuracy {:.2f}% after {} epochs ({} steps); {} of training, {} in all\n", o.attn,
-             split, 100 * test_acc, o.epochs, trainer.step(), data::format_duration(seconds),
-             data::format_duration(seconds_since(program_start)));
-  const std::string self = data::sibling_program("vit_fmnist");
+  fmt::print("\nvit_fmnist {}: {} accuracy {:.2f}% after {} epochs ({} steps{}); {} of training, {} in all\n", o.attn,
+             split, 100 * test_acc, o.epochs, trainer.step(),
+             guard.skipped > 0 ? fmt::format(", {} skipped: non-finite loss or grad norm", guard.skipped) : "",
+             data::format_duration(seconds), data::format_duration(seconds_since(program_start)));
   fmt::print("  checkpoint  {}  (model + AdamW state, after every epoch)\n", ckpt);
   fmt::print("  metrics     {}  (one row per epoch)\n", csv_path);
   fmt::print("  evaluate    {} --eval {}\n", self, ckpt);
@@ -287,8 +361,8 @@ int main(int argc, char** argv) {
     }
     examples::join_job();
     Config o = vit::parse_config(args);
-    if (!o.resume.empty()) o = config_from_checkpoint(o.resume, args);
-    if (!o.eval.empty()) o = config_from_checkpoint(o.eval, args);
+    if (!o.resume.empty()) o = resume_config(o.resume, args);
+    if (!o.eval.empty()) o = eval_config(o.eval, args);
     data::check_memory_budget("vit_fmnist", vit::training_bytes(o), "--dim, --depth, --batch or --mlp-ratio");
     const Device dev = flags::parse_device("vit_fmnist", o.device);
     flags::set_precision("vit_fmnist", o.precision);

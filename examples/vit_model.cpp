@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <linea/dist/dist.h>
 #include <linea/tensor/backend.h>  // attention_probs_size: what the softmax kernel keeps per row
 
 namespace vit {
@@ -43,6 +44,8 @@ const std::vector<flags::Flag<Config>>& table() {
       flags::flag("seed", &Config::seed, true, "seeds the weights, the data order and the augmentation"),
       flags::flag("holdout", &Config::holdout, true, "evaluate on the last N training images, not the test set",
                   flags::below(0, 60000)),
+      flags::flag("precision", &Config::precision, true,
+                  "fp32 | bf16: matmul dot products (bf16: bfloat16 operands, float32 sums)"),
       flags::flag("data-dir", &Config::data_dir, false, "Fashion-MNIST IDX files (default: the Debian package's)"),
       flags::flag("out", &Config::out, false, "run directory (default runs/vit_fmnist_<attn>; with --resume, the checkpoint's)"),
       flags::flag("overwrite", &Config::overwrite, false, "on: replace the run in a non-empty --out (off: refuse it)"),
@@ -58,8 +61,10 @@ const std::vector<flags::Flag<Config>>& table() {
                   flags::at_least(0)),
       flags::flag("threads", &Config::threads, false, "OpenMP threads (default: all cores)", flags::at_least(0, 1024)),
       flags::flag("device", &Config::device, false, "cpu | cuda: where the model trains"),
-      flags::flag("precision", &Config::precision, false,
-                  "fp32 | bf16: matmul dot products (bf16: bfloat16 operands, float32 sums)"),
+      flags::flag("on-nan", &Config::on_nan, false,
+                  "stop | skip-step: a step whose loss or grad norm is NaN or infinite stops the run, keeping the "
+                  "last good checkpoint (stop), or changes nothing and the run goes on (skip-step; more than 10 in a "
+                  "row stop it)"),
   };
   return all;
 }
@@ -80,6 +85,8 @@ void check(const Config& o) {
     fail(fmt::format("--weight-decay {} x --lr {} must be < 1", o.weight_decay, o.lr));
   if (!o.resume.empty() && !o.eval.empty()) fail("--resume and --eval do not go together");
   if (o.time_budget > 0 && !o.resume.empty()) fail("--time-budget is for a new run: a resumed run keeps its epochs");
+  if (o.on_nan != "stop" && o.on_nan != "skip-step")
+    fail(fmt::format("--on-nan takes stop or skip-step, got '{}'", o.on_nan));
 }
 
 }  // namespace
@@ -91,6 +98,10 @@ Config parse_config(const std::vector<std::string>& args, Config base) {
 }
 
 std::string config_line(const Config& o) { return flags::flags_line(table(), o); }
+
+std::vector<std::string> resume_changes(const Config& saved, const Config& resumed) {
+  return flags::resume_changes("vit_fmnist", table(), saved, resumed, {"epochs"});
+}
 
 std::string usage() { return flags::usage("vit_fmnist", table()); }
 
@@ -197,16 +208,21 @@ StepStats Trainer::train_step(const Tensor& x, const Tensor& y) {
     Profiler::Scope phase("backward");
     loss.backward();
     if (data_parallel) data_parallel->synchronize();  // the mean gradient over the ranks
-    if (opts_.grad_clip > 0) nn::clip_grad_norm_(model->parameters(), opts_.grad_clip);
+    // The norm also tells a diverged step (without clipping, an infinite limit only measures it).
+    s.grad_norm = nn::clip_grad_norm_(model->parameters(), opts_.grad_clip > 0 ? opts_.grad_clip : INFINITY);
   }
   s.backward_s = seconds_since(t);
 
   t = std::chrono::steady_clock::now();
   {
     Profiler::Scope phase("update");
-    optimizer->set_lr(lr());
-    optimizer->step();
-    optimizer->zero_grad();  // step() also kept MHLA's mix in [0, 1] (its projection, nn/attention.h)
+    s.finite = std::isfinite(s.loss) && std::isfinite(s.grad_norm);
+    if (data_parallel) s.finite = !dist::any(!s.finite);  // the ranks' losses differ: all skip, or none
+    if (s.finite) {
+      optimizer->set_lr(lr());
+      optimizer->step();  // also keeps MHLA's mix in [0, 1] (its projection, nn/attention.h)
+    }
+    optimizer->zero_grad();
   }
   ++step_;
   s.update_s = seconds_since(t);
@@ -239,6 +255,7 @@ EvalStats Trainer::evaluate(const Tensor& x, const Tensor& y, int64_t batch) {
 
 void Trainer::save(const std::string& path, nn::Metadata extra) const {
   extra["config"] = config_line(opts_);
+  extra["program"] = "vit_fmnist";
   examples::save_run(path, *model, *optimizer, step_, std::move(extra));
 }
 

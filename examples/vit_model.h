@@ -42,12 +42,13 @@ struct Config {
   double weight_decay = 0.05;       // not on norms, biases, position embeddings, MHLA's mix
   double label_smoothing = 0.1;
   double grad_clip = 1;  // > 0: scale the gradients so their global norm is at most this
+  std::string precision = "fp32";  // fp32 | bf16: the matmuls' dot products (examples/flags.h)
   bool augment = false;  // random shifts of up to 2 pixels and horizontal flips: slows the
                          // short default run down (measured on held-out data), helps long ones
   uint64_t seed = 1;    // the weights, the data order and the augmentation
   int64_t holdout = 0;  // > 0: train on the first 60000 - holdout images, evaluate on the rest
                         // instead of the test set (for tuning the recipe without the test set)
-  // Running (not part of the saved config).
+  // Running (not part of the saved config; a checkpoint records the data's checksum instead).
   std::string data_dir;  // "" = /usr/share/datasets/fashion-mnist
   std::string out;       // "" = runs/vit_fmnist_<attn>
   bool overwrite = false;  // replace the run in a non-empty out (else refused)
@@ -59,7 +60,7 @@ struct Config {
   double time_budget = 0;  // > 0 (seconds): train the most epochs, up to `epochs`, that fit
   int64_t threads = 0;   // 0 = OpenMP's default (all cores)
   std::string device = "cpu";  // cpu | cuda
-  std::string precision = "fp32";  // fp32 | bf16: the matmuls' dot products (examples/flags.h)
+  std::string on_nan = "stop";  // stop | skip-step: what a step with a non-finite loss or grad norm does
 
   int64_t img() const { return 32; }
   int64_t grid() const { return img() / patch / block; }  // MHLA's blocks per side
@@ -72,6 +73,9 @@ Config parse_config(const std::vector<std::string>& args, Config base = {});
 // The saved part of the options as a flag line ("--attn mhla --patch 4 ..."): parse_config of
 // its words (flags::split_words) gives them back. Written to config.txt and into each checkpoint.
 std::string config_line(const Config& o);
+// The saved flags `resumed` changes from a checkpoint's `saved` ones: only --epochs may change (the
+// rows already written stay valid), any other is an error naming it; one note per change.
+std::vector<std::string> resume_changes(const Config& saved, const Config& resumed);
 std::string usage();
 // About the bytes a training run of `o` takes, Fashion-MNIST in memory included (data/memory_budget.h).
 double training_bytes(const Config& o);
@@ -92,6 +96,10 @@ class ViT : public linea::nn::Module {
 struct StepStats {
   double loss = 0;      // the mean (label-smoothed) loss of the batch
   int64_t correct = 0;  // argmax hits in the batch
+  double grad_norm = 0;  // the global grad norm before clipping
+  // false: the loss or the grad norm was a NaN or an infinity (on some rank), and the step left
+  // the weights and the optimizer as they were; only the step count moved on.
+  bool finite = true;
   double forward_s = 0, backward_s = 0, update_s = 0;  // where the step's time went
 };
 
@@ -105,7 +113,8 @@ class Trainer {
  public:
   // Seeds the global generator with o.seed and builds the model; `total_steps` sizes the cosine.
   Trainer(const Config& o, int64_t total_steps);
-  // One optimizer step on a batch (x [B, 1, 32, 32] float32, y [B] int64) at the lr of step().
+  // One optimizer step on a batch (x [B, 1, 32, 32] float32, y [B] int64) at the lr of step(). A
+  // step whose loss or grad norm is not finite updates nothing (StepStats::finite).
   StepStats train_step(const Tensor& x, const Tensor& y);
   // Loss and accuracy over a whole set, in eval mode without a graph, `batch` images at a time.
   EvalStats evaluate(const Tensor& x, const Tensor& y, int64_t batch = 1000);

@@ -662,16 +662,58 @@ TEST_CASE("Progress: plain lines when not a terminal, then a summary") {
   CHECK(std::count(out.begin(), out.end(), '\n') == 5);  // steps 25, 50, 75, 100 and the summary
 }
 
-TEST_CASE("format_duration and the SIGINT flag") {
+TEST_CASE("format_duration and the stop flag: SIGINT and SIGTERM") {
   CHECK(format_duration(12.34) == "12.3s");
   CHECK(format_duration(245) == "4m05s");
   CHECK(format_duration(3725) == "1h02m");
-  std::atomic<bool>& flag = install_sigint_flag();
-  CHECK(&flag == &install_sigint_flag());
-  CHECK_FALSE(flag.load());
-  std::raise(SIGINT);  // the first Ctrl-C only sets the flag
-  CHECK(flag.load());
-  flag = false;
+  std::atomic<int>& flag = install_stop_signals();
+  CHECK(&flag == &install_stop_signals());
+  CHECK(flag.load() == 0);
+  for (int sig : {SIGINT, SIGTERM}) {
+    std::raise(sig);  // the first signal only sets the flag
+    CHECK(flag.load() == sig);
+    flag = 0;
+  }
+  CHECK(stop_status(SIGINT) == 130);
+  CHECK(stop_status(SIGTERM) == 143);
+  CHECK(signal_name(SIGTERM) == "SIGTERM");
+}
+
+TEST_CASE("run files: one run per directory (run.lock names the holder's pid); a dead run's lock is taken over") {
+  testing::TempDir t("run_lock");
+  const std::string dir = t.file("run"), lock_file = t.file("run/run.lock");
+  const std::string pid = std::to_string(getpid()) + "\n";
+  {
+    const RunLock lock = open_run_dir("prog", dir, RunStart::Fresh, {});
+    CHECK(read_bytes(lock_file) == pid);
+    // flock locks belong to the open file, so a second open in this process is refused as another run's is:
+    // by check_run_dir before anything is loaded, and by open_run_dir.
+    const std::string refusal = "[other] --out '" + dir + "' is in use by another run (pid " + std::to_string(getpid());
+    CHECK_THROWS_WITH_AS(check_run_dir("other", dir, RunStart::Resume), doctest::Contains(refusal.c_str()), Error);
+    CHECK_THROWS_WITH_AS((void)open_run_dir("other", dir, RunStart::Resume, {}), doctest::Contains(refusal.c_str()),
+                         Error);
+    CHECK(read_bytes(lock_file) == pid);  // the refused run wrote nothing
+  }
+  check_run_dir("prog", dir, RunStart::Fresh);  // a lock file no run holds does not make it a run's
+  write_bytes(lock_file, "999999999\n");  // left by a run that died: nobody holds its lock
+  {
+    const RunLock lock = open_run_dir("prog", dir, RunStart::Resume, {});
+    CHECK(read_bytes(lock_file) == pid);  // the live holder's pid, not the dead one's
+  }
+  // A run that filled the directory after this one's check_run_dir: the Fresh start is refused once locked.
+  write_bytes(t.file("run/metrics.csv"), "step\n");
+  CHECK_THROWS_WITH_AS((void)open_run_dir("prog", dir, RunStart::Fresh, {}), doctest::Contains("is not empty"), Error);
+}
+
+TEST_CASE("run files: Checksum is FNV-1a over the bytes, with their count") {
+  testing::TempDir t("checksum");
+  write_bytes(t.file("a.txt"), "a");
+  CHECK(file_checksum("prog", t.file("a.txt")) == "1 bytes, fnv1a af63dc4c8601ec8c");  // FNV-1a 64 of "a"
+  Checksum c;
+  c.add("a", 1);
+  CHECK(c.str() == "1 bytes, fnv1a af63dc4c8601ec8c");
+  CHECK(Checksum().str() == "0 bytes, fnv1a cbf29ce484222325");  // the offset basis
+  CHECK_THROWS_WITH_AS(file_checksum("prog", t.file("none.txt")), doctest::Contains("[prog] cannot read"), Error);
 }
 
 TEST_CASE("run files: a fresh run refuses a non-empty directory; metrics.csv is truncated to the resumed step") {
@@ -679,7 +721,7 @@ TEST_CASE("run files: a fresh run refuses a non-empty directory; metrics.csv is 
   const std::string dir = t.file("run"), csv = t.file("run/metrics.csv");
   check_run_dir("prog", dir, RunStart::Fresh);  // does not exist yet: fine, and nothing is made
   CHECK_FALSE(fs::exists(dir));
-  open_run_dir("prog", dir, RunStart::Fresh, {});
+  (void)open_run_dir("prog", dir, RunStart::Fresh, {});  // the lock goes at once: check_run_dir refuses a held one
   {
     MetricsCsv m("prog", csv, "epoch,step,loss", false, "step", 0);
     m.append("1,10,0.5");
@@ -709,7 +751,7 @@ TEST_CASE("run files: a fresh run refuses a non-empty directory; metrics.csv is 
   // Overwrite removes the previous run's files, and only those.
   write_bytes(t.file("run/config.txt"), "old");
   write_bytes(t.file("run/mine.txt"), "keep");
-  open_run_dir("prog", dir, RunStart::Overwrite, {"config.txt", "metrics.csv", "checkpoint.safetensors"});
+  const RunLock lock = open_run_dir("prog", dir, RunStart::Overwrite, {"config.txt", "metrics.csv", "checkpoint.safetensors"});
   CHECK_FALSE(fs::exists(t.file("run/config.txt")));
   CHECK_FALSE(fs::exists(csv));
   CHECK(read_bytes(t.file("run/mine.txt")) == "keep");

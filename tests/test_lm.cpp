@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "data/mqar.h"
 #include "data/sampling.h"
@@ -175,6 +176,40 @@ TEST_CASE("Checkpoint resume gives the identical next-step loss") {
   CHECK(resumed.train_step(batches[4].first, batches[4].second).loss == after);
 
   std::filesystem::remove(path);
+}
+
+TEST_CASE("Trainer: a step whose loss or grad norm is not finite updates nothing, with or without clipping") {
+  Generator gen(5);
+  const Tensor x = randint(0, 11, {2, 16}, gen), y = randint(0, 11, {2, 16}, gen);
+  for (double clip : {0.0, 1.0}) {
+    CAPTURE(clip);
+    manual_seed(3);
+    auto model = std::make_shared<gpt::GPT>(tiny("softmax"));
+    gpt::Trainer trainer(model, {.steps = 10, .lr = 1e-2, .warmup = 0, .grad_clip = clip});
+    CHECK(trainer.train_step(x, y).finite);
+    std::map<std::string, Tensor> before;
+    for (const auto& entry : model->state_dict()) before.emplace(entry.first, entry.second.clone());
+    for (const auto& entry : trainer.optimizer->state_dict()) before.emplace("optim." + entry.first, entry.second.clone());
+    // A finite loss whose gradient is NaN: d sqrt(u)/du at u = 0 is infinite, times 0.
+    const gpt::StepStats s = trainer.train_step([&] {
+      return nn::cross_entropy(model->forward(x), y) + sum(sqrt(model->ln_f->weight * 0.0));
+    });
+    CHECK(std::isfinite(s.loss));
+    CHECK(std::isnan(s.grad_norm));
+    CHECK_FALSE(s.finite);
+    CHECK(trainer.step() == 2);
+    for (const auto& entry : model->state_dict()) {
+      CAPTURE(entry.first);
+      CHECK(allclose(entry.second, before.at(entry.first), 0, 0));
+    }
+    for (const auto& entry : trainer.optimizer->state_dict()) {
+      CAPTURE(entry.first);
+      CHECK(allclose(entry.second, before.at("optim." + entry.first), 0, 0));
+    }
+    const gpt::StepStats next = trainer.train_step(x, y);
+    CHECK(next.finite);
+    CHECK(std::isfinite(next.grad_norm));  // measured without clipping too
+  }
 }
 
 TEST_CASE("GPT: the memory estimate covers at least the weights, their gradients and AdamW's moments") {

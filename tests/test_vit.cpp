@@ -3,7 +3,9 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "helpers.h"
 #include "flags.h"
@@ -96,6 +98,64 @@ TEST_CASE("vit: a checkpoint resumes with the identical next-step loss") {
     CHECK(b.train_step(x1, y1).loss == expected_after);
     std::filesystem::remove(path);
   }
+}
+
+namespace {
+
+// A copy of every tensor of a state dict (state_dict() hands out the live tensors).
+std::map<std::string, Tensor> snapshot(const nn::StateDict& state) {
+  std::map<std::string, Tensor> out;
+  for (const auto& entry : state) out.emplace(entry.first, entry.second.clone());
+  return out;
+}
+
+bool same(const nn::StateDict& state, const std::map<std::string, Tensor>& copy) {
+  for (const auto& entry : state)
+    if (!testing::allclose(entry.second, copy.at(entry.first), 0, 0)) return false;
+  return state.size() == copy.size();
+}
+
+}  // namespace
+
+TEST_CASE("vit: a step whose loss is not finite changes nothing; a model holding a NaN is not saved") {
+  const vit::Config o = tiny("mhla");
+  auto [x, y] = learnable_batch(1);
+  const std::string path = temp_path("nan.safetensors");
+  vit::Trainer trainer(o, 20);
+  trainer.train_step(x, y);
+  const auto weights = snapshot(trainer.model->state_dict()), moments = snapshot(trainer.optimizer->state_dict());
+  const vit::StepStats s = trainer.train_step(x * NAN, y);  // a NaN input: the loss and every gradient NaN
+  CHECK_FALSE(s.finite);
+  CHECK(std::isnan(s.loss));
+  CHECK(trainer.step() == 2);  // the step is spent (its batch and lr), its update is not made
+  CHECK(same(trainer.model->state_dict(), weights));
+  CHECK(same(trainer.optimizer->state_dict(), moments));
+  CHECK(trainer.train_step(x, y).finite);  // and the next step trains
+  CHECK_FALSE(same(trainer.model->state_dict(), weights));
+
+  trainer.save(path);
+  const std::string good = testing::read_bytes(path);
+  trainer.model->head->bias.data<float>()[3] = INFINITY;
+  CHECK_THROWS_WITH_AS(trainer.save(path), doctest::Contains("[vit_fmnist] step 3: model.head.bias holds a NaN or an "
+                                                             "infinity (the run diverged), so it is not saved"), Error);
+  CHECK(testing::read_bytes(path) == good);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("vit: a resumed run may change --epochs and no other saved flag") {
+  const vit::Config saved = tiny("mhla");
+  CHECK(vit::resume_changes(saved, vit::parse_config({"--threads", "3", "--on-nan", "skip-step"}, saved)).empty());
+  const std::vector<std::string> changed = vit::resume_changes(saved, vit::parse_config({"--epochs", "9"}, saved));
+  CHECK(changed == std::vector<std::string>{"--epochs 9 (the checkpoint's: 7)"});
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--lr", "0.001"}, {"--precision", "bf16"},
+                                              {"--seed", "2"}, {"--holdout", "100"}}) {
+    CAPTURE(args[0]);
+    const std::string msg = args[0] + " " + args[1] + ": the checkpoint was trained with " + args[0];
+    CHECK_THROWS_WITH_AS(vit::resume_changes(saved, vit::parse_config(args, saved)), doctest::Contains(msg.c_str()),
+                         Error);
+  }
+  CHECK_THROWS_WITH_AS(vit::parse_config({"--on-nan", "ignore"}), doctest::Contains("--on-nan takes stop or skip-step"),
+                       Error);
 }
 
 TEST_CASE("vit: config line round trip") {

@@ -72,32 +72,44 @@ void Progress::finish(std::string_view summary) {
 
 namespace {
 
-std::atomic<bool> g_sigint{false};
-static_assert(std::atomic<bool>::is_always_lock_free, "a signal handler may only touch lock-free atomics");
+std::atomic<int> g_stop{0};
+static_assert(std::atomic<int>::is_always_lock_free, "a signal handler may only touch lock-free atomics");
 
-void on_sigint(int) {
-  if (g_sigint.exchange(true)) {  // the second Ctrl-C: the default action, i.e. quit now
-    std::signal(SIGINT, SIG_DFL);
-    std::raise(SIGINT);
+void on_stop_signal(int sig) {
+  if (g_stop.exchange(sig) != 0) {  // the second signal: its default action, i.e. quit now
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
     return;
   }
   // write(), not stdio: only async-signal-safe calls are allowed here.
-  const char msg[] = "\n[interrupt] stopping after this step (Ctrl-C again to quit now)\n";
-  [[maybe_unused]] auto n = write(STDERR_FILENO, msg, sizeof msg - 1);
+  const char term[] = "\n[SIGTERM] stopping after this step (a second signal quits at once)\n";
+  const char intr[] = "\n[SIGINT] stopping after this step (Ctrl-C again to quit at once)\n";
+  const bool is_term = sig == SIGTERM;
+  [[maybe_unused]] auto n = write(STDERR_FILENO, is_term ? term : intr, (is_term ? sizeof term : sizeof intr) - 1);
 }
 
 }  // namespace
 
-std::atomic<bool>& install_sigint_flag() {
+std::atomic<int>& install_stop_signals() {
   static const bool installed = [] {
-    struct sigaction sa {};
-    sa.sa_handler = on_sigint;
+    struct sigaction sa {}, old {};
+    sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, nullptr);
+    for (int sig : {SIGINT, SIGTERM}) {
+      // A signal the parent told its children to ignore (a shell's background job, nohup) stays ignored.
+      sigaction(sig, nullptr, &old);
+      if (old.sa_handler != SIG_IGN) sigaction(sig, &sa, nullptr);
+    }
     return true;
   }();
   (void)installed;
-  return g_sigint;
+  return g_stop;
+}
+
+int stop_status(int signal) { return 128 + signal; }
+
+std::string signal_name(int signal) {
+  return signal == SIGTERM ? "SIGTERM" : signal == SIGINT ? "SIGINT" : fmt::format("signal {}", signal);
 }
 
 }  // namespace linea::data

@@ -1,4 +1,4 @@
-// Progress reporting for long runs, and a Ctrl-C flag.
+// Progress reporting for long runs, and the flag of a stop request (Ctrl-C, SIGTERM).
 //
 // On a terminal, Progress redraws one live line in place:
 //   train 1234/4690 [26%] loss 0.5123 acc 0.8125 | 2874 img/s | ETA 1m52s
@@ -51,8 +51,15 @@ class Progress {
 // "12.3s", "4m05s", "1h02m".
 std::string format_duration(double seconds);
 
-// Installs (once) a SIGINT handler that sets the returned flag; training loops poll it and stop
-// cleanly after saving a checkpoint. A second Ctrl-C kills the program at once.
-std::atomic<bool>& install_sigint_flag();
+// Installs (once) handlers for SIGINT (Ctrl-C) and SIGTERM (what `timeout`, batch schedulers and
+// mpirun send): the first signal stores its number in the returned flag (0: none yet). Training
+// loops poll it, finish the step, save a checkpoint and exit with stop_status(). A second signal
+// ends the program at once. A signal the program was started ignoring (a background job of a
+// script ignores SIGINT) stays ignored.
+std::atomic<int>& install_stop_signals();
+// What a shell reports for a program a signal ended, 128 + the signal: 130 for SIGINT, 143 for SIGTERM.
+int stop_status(int signal);
+// "SIGINT", "SIGTERM".
+std::string signal_name(int signal);
 
 }  // namespace linea::data
