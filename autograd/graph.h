@@ -48,12 +48,6 @@ void run_backward(const Tensor& root, Tensor grad, bool retain_graph);
 // hands a backward this way may be overwritten in place (it drops its own copy after the call).
 bool exclusive(const Tensor& g);
 
-// Installs Tensor's autograd members and views (tensor/tensor_methods.h; autograd/tensor_methods.cpp).
-// Returns true. The inline variable below runs it before main in every program that includes this
-// header (every autograd/ header and <linea/linea.h> do), which also links it in from liblinea.a.
-bool register_tensor_methods();
-inline const bool tensor_methods_registered = register_tensor_methods();
-
 // Sets (or, with an empty hook, removes) the hook a leaf that requires grad calls when its
 // gradient is final in a backward. One hook per leaf; it runs with grad mode off and must not
 // change the gradient's shape or dtype.

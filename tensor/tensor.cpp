@@ -4,7 +4,6 @@
 
 #include "linea/tensor/backend.h"
 #include "linea/tensor/error.h"
-#include "linea/tensor/tensor_methods.h"
 
 namespace linea {
 
@@ -121,69 +120,5 @@ double Tensor::at(std::initializer_list<int64_t> idx) const {
   });
   return v;
 }
-
-// ---- the members autograd/ implements: forwarded to the installed TensorMethods ----
-
-namespace {
-const TensorMethods* g_methods = nullptr;
-}
-
-bool install_tensor_methods(const TensorMethods& methods) {
-  g_methods = &methods;
-  return true;
-}
-
-const TensorMethods& tensor_methods(const char* op) {
-  LINEA_CHECK(g_methods != nullptr, "[{}] no autograd layer is installed: include <linea/linea.h> (or any autograd/ "
-              "header) in the program, and do not call tensor ops during static initialisation", op);
-  return *g_methods;
-}
-
-bool Tensor::requires_grad() const { return tensor_methods("requires_grad").requires_grad(*this); }
-Tensor& Tensor::requires_grad_(bool on) {
-  tensor_methods("requires_grad_").set_requires_grad(*this, on);
-  return *this;
-}
-bool Tensor::is_leaf() const { return tensor_methods("is_leaf").is_leaf(*this); }
-Tensor Tensor::grad() const { return tensor_methods("grad").grad(*this); }
-void Tensor::zero_grad() { tensor_methods("zero_grad").zero_grad(*this); }
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  tensor_methods("backward").backward(*this, gradient, retain_graph);
-}
-
-Tensor Tensor::view(Shape shape) const { return tensor_methods("view").view(*this, std::move(shape)); }
-Tensor Tensor::reshape(Shape shape) const { return tensor_methods("reshape").reshape(*this, std::move(shape)); }
-Tensor Tensor::permute(std::vector<int64_t> dims) const {
-  return tensor_methods("permute").permute(*this, std::move(dims));
-}
-Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return tensor_methods("transpose").transpose(*this, d0, d1); }
-Tensor Tensor::t() const { return tensor_methods("t").t(*this); }
-Tensor Tensor::unsqueeze(int64_t d) const { return tensor_methods("unsqueeze").unsqueeze(*this, d); }
-Tensor Tensor::squeeze(int64_t d) const { return tensor_methods("squeeze").squeeze(*this, d); }
-Tensor Tensor::squeeze() const { return tensor_methods("squeeze").squeeze(*this); }
-Tensor Tensor::expand(Shape shape) const { return tensor_methods("expand").expand(*this, std::move(shape)); }
-Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
-  return tensor_methods("narrow").narrow(*this, dim, start, length);
-}
-Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
-  return tensor_methods("slice").slice(*this, dim, start, end, step);
-}
-Tensor Tensor::select(int64_t dim, int64_t index) const { return tensor_methods("select").select(*this, dim, index); }
-Tensor Tensor::flatten(int64_t start, int64_t end) const {
-  return tensor_methods("flatten").flatten(*this, start, end);
-}
-Tensor Tensor::unflatten(int64_t dim, Shape sizes) const {
-  return tensor_methods("unflatten").unflatten(*this, dim, std::move(sizes));
-}
-std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
-  return tensor_methods("chunk").chunk(*this, chunks, dim);
-}
-std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
-  return tensor_methods("split").split(*this, split_size, dim);
-}
-Tensor Tensor::contiguous() const { return tensor_methods("contiguous").contiguous(*this); }
-Tensor Tensor::clone() const { return tensor_methods("clone").clone(*this); }
-Tensor Tensor::to(DType dtype) const { return tensor_methods("to").to(*this, dtype); }
-Tensor Tensor::to(Device device) const { return tensor_methods("to").to(*this, device); }
 
 }  // namespace linea

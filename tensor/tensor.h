@@ -2,8 +2,8 @@
 // dtype. Copying a Tensor copies the handle, not the data; views share the Storage.
 //
 // tensor/ knows nothing of autograd: TensorImpl only carries an opaque pointer that autograd/
-// fills in, and the autograd and view members below forward to the TensorMethods interface
-// (tensor/tensor_methods.h) that autograd/ implements and installs.
+// fills in, and the autograd and view members below are declared here, with the rest of Tensor,
+// and defined in autograd/tensor_methods.cpp (one library: the linker joins the two layers).
 #pragma once
 #include <cstdint>
 #include <initializer_list>
@@ -76,7 +76,7 @@ class Tensor {
     return std::vector<T>(v.begin(), v.end());
   }
 
-  // ---- autograd (through TensorMethods: autograd/tensor_methods.cpp) ----
+  // ---- autograd (defined in autograd/tensor_methods.cpp: tensor/ declares them, autograd/ implements) ----
   bool requires_grad() const;
   Tensor& requires_grad_(bool on = true);  // only on leaves
   bool is_leaf() const;
@@ -87,7 +87,7 @@ class Tensor {
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   Tensor detach() const { return as_strided(shape(), strides(), offset()); }  // same storage, no graph
 
-  // ---- views and copies (through TensorMethods: autograd/tensor_methods.cpp); views never copy ----
+  // ---- views and copies (defined in autograd/tensor_methods.cpp); views never copy ----
   Tensor view(Shape shape) const;          // one dim may be -1; requires compatible strides
   Tensor reshape(Shape shape) const;       // a view when possible, else a copy
   Tensor permute(std::vector<int64_t> dims) const;
