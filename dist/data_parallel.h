@@ -55,7 +55,7 @@ class DataParallel {
   };
   [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
 
-  // Where the communication time went, summed since construction or reset_stats(): hooks_s in
+  // Where the communication time went, summed since construction: hooks_s in
   // the grad-ready hooks during backward (copies into buckets, starting reductions), wait_s in
   // synchronize() waiting for reductions to finish (the part backward did not hide).
   struct Stats {
@@ -63,7 +63,6 @@ class DataParallel {
     int64_t steps = 0, bytes = 0;  // synchronize() calls; bytes all-reduced per rank
   };
   const Stats& stats() const { return stats_; }
-  void reset_stats() { stats_ = {}; }
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
 
  private:
