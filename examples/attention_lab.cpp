@@ -494,7 +494,8 @@ int run(const Config& o, const std::string& self_dir) {
                               gpt_prefix.front().source),
                   gpt_prefix);
   rep.trained_table(
-      fmt::format("ViT-FMNIST, one test image ({} tokens; each kind its own model, MHLA its trained W); mean over heads",
+      fmt::format("ViT-FMNIST, one test image ({} tokens; each kind its own model, MHLA its trained W); "
+                  "mean over heads",
                   tokens),
       vit_img);
   rep.trained_table("char-GPT, one text window (each kind its own model): entropy on the causal maps, rank on the "

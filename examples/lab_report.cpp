@@ -199,7 +199,8 @@ void Report::claims(const std::vector<Row>& rows, const std::string& label, bool
   int64_t full = 0, sm_ranked = 0;
   std::vector<std::string> sm;
   for (const Row& r : rows)
-    if (r.kind == "softmax" && r.rank >= 0) full += r.rank == r.N, ++sm_ranked, sm.push_back(fmt::format("{}/{}", r.rank, r.N));
+    if (r.kind == "softmax" && r.rank >= 0)
+      full += r.rank == r.N, ++sm_ranked, sm.push_back(fmt::format("{}/{}", r.rank, r.N));
   fmt::print("  softmax is full rank (rank = N): {}; in {} of {} maps ({}){}\n", verdict(full == sm_ranked), full,
              sm_ranked, join(sm), learned);
 }
@@ -222,8 +223,8 @@ void Report::plots(const std::string& prefix, const std::string& what, const std
   linea::plot::LinePlot ent{.title = fmt::format("entropy ratio of the map's rows: {}", what),
                             .xlabel = "N (tokens)",
                             .ylabel = "entropy ratio",
-                            .caption = "entropy ratio = mean row entropy / log(keys the row may see): 1 = uniform (the query singles out "
-                                       "nothing), 0 = one-hot (one key)",
+                            .caption = "entropy ratio = mean row entropy / log(keys the row may see): 1 = uniform "
+                                       "(the query singles out nothing), 0 = one-hot (one key)",
                             .logx = true,
                             .series = {}};
   const std::vector<std::string> kinds = kinds_of(rows);

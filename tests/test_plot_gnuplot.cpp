@@ -168,7 +168,9 @@ TEST_CASE("gnuplot_script: each series its own colour and marker, bounds dashed,
   const std::string gp = plot::gnuplot_script(
       "out.png", {.title = "rank",
                   .caption = "entropy ratio: 1 = uniform, 0 = one-hot",
-                  .series = {{"softmax", x, {64, 128}}, {"linear", x, {16, 16}}, {"linear bound", x, {16, 16}, 1, true}}});
+                  .series = {{"softmax", x, {64, 128}},
+                             {"linear", x, {16, 16}},
+                             {"linear bound", x, {16, 16}, 1, true}}});
   CHECK(gp.find("\"entropy ratio: 1 = uniform, 0 = one-hot\" at screen") != std::string::npos);
   const size_t a = gp.find("title \"softmax\""), b = gp.find("title \"linear\""), c = gp.find("title \"linear bound\"");
   REQUIRE(a != std::string::npos);

@@ -235,7 +235,8 @@ std::string heatmap_script(const std::string& output, const HeatmapPlot& p) {
   gp += fmt::format("set xrange [-0.5:{}]\nset yrange [{}:-0.5]\nset tics out nomirror\n", double(cols) - 0.5,
                     double(rows) - 0.5);
   // Masked (NaN) cells are not drawn: the grey behind each panel shows through.
-  gp += "set object 1 rectangle from graph 0,0 to graph 1,1 behind fillcolor rgb \"#b0b0b0\" fillstyle solid noborder\n";
+  gp += "set object 1 rectangle from graph 0,0 to graph 1,1 behind fillcolor rgb \"#b0b0b0\" "
+        "fillstyle solid noborder\n";
   gp += fmt::format("set multiplot title {}\n", quoted(p.title));
   gp += fmt::format("set tmargin at screen {:.4f}\nset bmargin at screen {:.4f}\n", 1 - double(kTop) / H,
                     double(kBottom) / H);
