@@ -425,7 +425,7 @@ std::vector<Row> gpt_sweep(const Config& o, const std::vector<GptData>& gpts) {
       const Tensor q = L.q.narrow(2, 0, N), k = L.k.narrow(2, 0, N);
       Row r = measure(source, gpt_kind(g, L, N, false), q, k, 0, o, true);
       r.entropy = measure(source, gpt_kind(g, L, N, true), q, k, 0, o, false).entropy;
-      if (g.attn == "mhla") r.kind = fmt::format("mhla, M = N/{}", g.chunk);  // one line across N
+      if (g.attn == "mhla") r.kind = fmt::format("mhla M=N/{}", g.chunk);  // one line across N
       rows.push_back(r);
     }
   }
