@@ -11,7 +11,8 @@
 #                and stops cleanly without it; PEER_ARGS="--precision bf16" times linea with bf16 dot
 #                products, PEER_ARGS=--no-compile skips torch.compile for a quick run)
 #   make lab     attention_lab: rank and entropy of softmax / linear / MHLA maps, heatmaps and plots
-#                in runs/lab/ (docs/attention.md), on make train's and make lm's checkpoints if present
+#                in runs/lab/ (docs/attention.md), each kind's from a ViT and a char-GPT of its own
+#                (runs/vit_fmnist_<attn>, runs/char_lm_<attn> if present, else trained briefly)
 #   make build   setup + configure + build everything;  make clean  removes the build dir
 #   make train-dist NP=2   make train's ViT, data-parallel over NP processes (mpirun, THREADS each)
 #   make sanitize  the whole test suite built with ASan + UBSan (g++, CUDA off) in build-sanitize/;
@@ -98,9 +99,10 @@ bench-peer:
 	  $(CONFIGURE) && cmake --build $(BUILD_DIR) -j$(JOBS) --target vit_fmnist char_lm && \
 	  python3 bench/peer/run.py --build $(BUILD_DIR) $(PEER_ARGS); fi
 
-# attention_lab reads runs/vit_fmnist_mhla and runs/char_lm_mhla (make train, make lm) when they
-# exist; otherwise it trains each briefly itself (1 epoch, 300 steps) into runs/lab/ and says so.
-# LAB_ARGS adds flags: make lab LAB_ARGS="--vit PATH --lm PATH" (attention_lab --help lists them).
+# attention_lab reads one ViT and one char-GPT per kind, runs/vit_fmnist_<attn> and runs/char_lm_<attn>
+# (softmax, linear, mhla: make train and make lm write the mhla ones) when they exist; it trains each
+# one absent briefly itself (1 epoch, 300 steps) into runs/lab/ and says so.
+# LAB_ARGS adds flags: make lab LAB_ARGS="--runs DIR --out DIR" (attention_lab --help lists them).
 .PHONY: lab
 lab:
 	$(CONFIGURE)

@@ -29,18 +29,25 @@ class Report {
   // attention_lab does, so a bad --out fails before any training or measuring.
   explicit Report(std::string out_dir);
 
-  // <out>/heatmaps/<name>.png: the maps side by side on one log colour scale for N tokens,
-  // [0.01/N, 1] (uniform attention, 1/N, is the middle of the scale).
-  void heatmap(const std::string& name, const std::vector<linea::Tensor>& maps, int64_t N);
-  // The same with the heads' mean appended as the last map.
-  void heatmap_heads(const std::string& name, const std::vector<linea::Tensor>& heads, int64_t N);
+  // <out>/heatmaps/<name>.png: the maps side by side, each labelled, on one log colour scale for
+  // N tokens, [0.01/N, 1] (uniform attention, 1/N, is the middle of the scale), under `title`
+  // and over `caption` (what model, layer, input). `causal`: entries above the diagonal are
+  // masked, drawn grey.
+  void heatmap(const std::string& name, const std::vector<linea::Tensor>& maps, const std::vector<std::string>& labels,
+               const std::string& title, const std::string& caption, bool causal = false);
+  // One panel per head, then the heads' mean.
+  void heatmap_heads(const std::string& name, const std::vector<linea::Tensor>& heads, const std::string& title,
+                     const std::string& caption, bool causal = false);
 
   void sweep_table(const std::string& title, const std::vector<Row>& rows) const;    // one line per N
   void trained_table(const std::string& title, const std::vector<Row>& rows) const;  // per source, mean over heads
-  // The paper's claims on a sweep's rows, each printed as holds / DOES NOT HOLD with the numbers.
-  void claims(const std::vector<Row>& rows, const std::string& label) const;
-  // <out>/<prefix>_rank.png and <prefix>_entropy.png against N (skipped, with a note, without gnuplot).
-  void plots(const std::string& prefix, const std::vector<Row>& rows);
+  // The paper's claims on a sweep's rows, each printed as holds / DOES NOT HOLD with the numbers;
+  // `trained`: the q, k are a trained model's, and the claims that rest on what it learned (not on
+  // algebra) say that they may change with training length.
+  void claims(const std::vector<Row>& rows, const std::string& label, bool trained) const;
+  // <out>/<prefix>_rank.png (each kind with its bound, dashed) and <prefix>_entropy.png against N,
+  // titled with `what` the rows measured (skipped, with a note, without gnuplot).
+  void plots(const std::string& prefix, const std::string& what, const std::vector<Row>& rows);
   void csv(const std::string& name, const std::vector<Row>& rows);
   void files_written() const;
 

@@ -9,8 +9,8 @@ set -euo pipefail
 
 tools=(cmake g++ make)
 packages=(libopenblas-dev libopenblas0-openmp doctest-dev libfmt-dev zlib1g-dev)
-# examples/data/plot.h (attention_lab, plot_metrics): libpng for heatmaps, gnuplot for line plots.
-packages+=(libpng-dev gnuplot-nox)
+# examples/data/plot.h (attention_lab, plot_metrics): gnuplot draws the heatmaps and line plots.
+packages+=(gnuplot-nox)
 if [ "${1:-}" != jobs ]; then
   # dist/ (data-parallel training under mpirun): Open MPI's headers and library, and mpirun itself.
   packages+=(libopenmpi-dev openmpi-bin)

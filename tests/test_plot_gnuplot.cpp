@@ -1,5 +1,6 @@
-// Line plots through gnuplot (examples/data/plot.h): line_plot writes a PNG of the size asked for,
-// plot_metrics turns a run's metrics.csv into loss and accuracy curves, and bad input is a clear
+// Pictures through gnuplot (examples/data/plot.h): heatmaps carry a title, axis labels, a colour
+// bar and panel labels; line_plot writes a PNG of the size asked for with every line distinct;
+// plot_metrics turns a run's metrics.csv into loss and accuracy curves; bad input is a clear
 // error. Skips (exit 77) when gnuplot is not installed.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
@@ -104,6 +105,86 @@ TEST_CASE("line_plot: a failed drawing leaves no PNG, neither empty nor partial,
   CHECK(std::distance(fs::directory_iterator(tmp.dir), fs::directory_iterator()) == 1);
 }
 
+TEST_CASE("heatmap_script: title, axis labels, colour bar with its label and log scale, a labelled panel per map") {
+  std::vector<double> causal = {1, NAN, NAN, 0.5, 0.5, NAN, 0.2, 0, 0.8};  // NaN: masked
+  const plot::HeatmapPlot p{.title = "softmax, layer 0",
+                            .caption = "model: char_lm --attn softmax",
+                            .cblabel = "weight (log)",
+                            .vmin = 1e-3,
+                            .log = true,
+                            .maps = {from_vector(causal, {3, 3}), ones({3, 3}, float64)},
+                            .labels = {"head 0", "mean of heads"}};
+  const std::string gp = plot::heatmap_script("out.png", p);
+  auto has = [&](const char* line) {
+    INFO(line);
+    CHECK(gp.find(line) != std::string::npos);
+  };
+  has("set multiplot title \"softmax, layer 0\"");
+  has("set xlabel \"key index\"");
+  has("set ylabel \"query index\"");
+  has("set cblabel \"weight (log)\"");
+  has("set cbrange [0.001:1]");
+  has("set logscale cb");
+  has("set palette defined");
+  has("set colorbox user");  // one bar, beside the last panel
+  has("set title \"head 0\"");
+  has("set title \"mean of heads\"");
+  has("\"model: char_lm --attn softmax\"");
+  has("set yrange [2.5:-0.5]");  // query 0 at the top
+  has("$m1 matrix with image");
+  has("1 NaN NaN\n0.5 0.5 NaN\n0.2 0.001 0.8\n");  // masked stays NaN, 0 is raised to vmin
+  const plot::PixelSize size = plot::heatmap_size(p);
+  CHECK(size.width > 2 * p.panel);
+  CHECK(size.height > p.panel);
+}
+
+TEST_CASE("heatmap_plot: a PNG of heatmap_size, atomically; bad input is a linea::Error naming the problem") {
+  testing::TempDir tmp("plot_gnuplot");
+  const plot::HeatmapPlot p{.title = "t", .maps = {eye(4, float64), ones({4, 4}) * 0.25}, .labels = {"a", "b"},
+                            .panel = 100};
+  plot::heatmap_plot(tmp.file("h.png"), p);
+  const testing::PngHeader h = testing::read_png_header(tmp.file("h.png"));
+  CHECK(h.valid);
+  CHECK(int64_t(h.width) == plot::heatmap_size(p).width);
+  CHECK(int64_t(h.height) == plot::heatmap_size(p).height);
+  const std::string path = tmp.file("x.png");
+  CHECK_THROWS_WITH_AS(plot::heatmap_plot(path, {}), doctest::Contains("no maps"), Error);
+  CHECK_THROWS_WITH_AS(plot::heatmap_plot(path, {.maps = {zeros({2, 2}), zeros({2, 3})}}),
+                       doctest::Contains("one shape"), Error);
+  CHECK_THROWS_WITH_AS(plot::heatmap_plot(path, {.maps = {zeros({2, 2, 2})}}), doctest::Contains("2-D"), Error);
+  CHECK_THROWS_WITH_AS(plot::heatmap_plot(path, {.vmin = 1, .vmax = 1, .maps = {zeros({2, 2})}}),
+                       doctest::Contains("is empty"), Error);
+  CHECK_THROWS_WITH_AS(plot::heatmap_plot(path, {.vmin = 0, .log = true, .maps = {zeros({2, 2})}}),
+                       doctest::Contains("not positive"), Error);
+  CHECK_THROWS_WITH_AS(plot::heatmap_plot(path, {.maps = {zeros({2, 2})}, .labels = {"a", "b"}}),
+                       doctest::Contains("2 labels for 1 maps"), Error);
+  CHECK_THROWS_WITH_AS(plot::heatmap_plot(tmp.file("no/such/dir/x.png"), {.maps = {zeros({2, 2})}}),
+                       doctest::Contains("cannot write"), Error);
+  CHECK(!fs::exists(path));
+}
+
+TEST_CASE("gnuplot_script: each series its own colour and marker, bounds dashed, the caption under the plot") {
+  const std::vector<double> x = {64, 128};
+  const std::string gp = plot::gnuplot_script(
+      "out.png", {.title = "rank",
+                  .caption = "entropy ratio: 1 = uniform, 0 = one-hot",
+                  .series = {{"softmax", x, {64, 128}},
+                             {"linear", x, {16, 16}},
+                             {"linear bound", x, {16, 16}, 1, true}}});
+  CHECK(gp.find("\"entropy ratio: 1 = uniform, 0 = one-hot\" at screen") != std::string::npos);
+  const size_t a = gp.find("title \"softmax\""), b = gp.find("title \"linear\""), c = gp.find("title \"linear bound\"");
+  REQUIRE(a != std::string::npos);
+  REQUIRE(b != std::string::npos);
+  REQUIRE(c != std::string::npos);
+  auto style = [&](size_t at) { return gp.substr(gp.rfind("with", at), at - gp.rfind("with", at)); };
+  CHECK(style(a) != style(b));  // colour and marker differ
+  CHECK(style(b).find("pt ") != std::string::npos);
+  CHECK(style(c).find("dt ") != std::string::npos);                  // the bound is dashed,
+  CHECK(style(c).find("pt ") == std::string::npos);                  // without markers,
+  CHECK(style(c).find("#d55e00") != std::string::npos);               // in its kind's colour
+  CHECK(style(b).find("#d55e00") != std::string::npos);
+}
+
 TEST_CASE("thin_series: at most 3 points per bucket, keeping each bucket's extremes and its gaps") {
   plot::Series s{"loss", {}, {}};
   for (int i = 0; i < 400000; ++i) s.x.push_back(i), s.y.push_back(1.0 + 1e-3 * (i % 7));
@@ -140,7 +221,7 @@ TEST_CASE("plot_metrics: 400k rows -> a script of a bounded number of points, an
   const std::string script =
       plot::gnuplot_script("out.png", {.series = {{"train_loss", x, y}, {"val_loss", x, y}}, .width = 800});
   CHECK(std::count(script.begin(), script.end(), '\n') <= 2 * 3 * 800 + 30);
-  CHECK(script.find("with lines lw 2 title \"train_loss\"") != std::string::npos);
+  CHECK(script.find("with lines lw 2 lc rgb \"#0072b2\" title \"train_loss\"") != std::string::npos);
   const std::vector<std::string> files = plot::plot_metrics(tmp.file("metrics.csv"), tmp.dir.string());
   CHECK(files == std::vector<std::string>{tmp.file("loss.png")});
   CHECK(testing::read_png_header(tmp.file("loss.png")).valid);

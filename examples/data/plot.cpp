@@ -1,9 +1,10 @@
-// Heatmaps through libpng, line plots through gnuplot (data/plot.h).
+// Heatmaps and line plots through gnuplot (data/plot.h).
 #include "data/plot.h"
 #include "data/output_paths.h"
 #include "data/run_files.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -19,90 +20,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifdef LINEA_HAVE_PNG
-#include <png.h>
-#endif
-
 namespace linea::plot {
 
 namespace fs = std::filesystem;
 
-bool png_available() {
-#ifdef LINEA_HAVE_PNG
-  return true;
-#else
-  return false;
-#endif
-}
-
 bool gnuplot_available() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
-
-// ---------------------------------------------------------------- heatmaps
-
-std::array<uint8_t, 3> viridis(double t) {
-  // matplotlib's viridis sampled at 9 evenly spaced points; linear interpolation in between.
-  static constexpr uint8_t k[9][3] = {{68, 1, 84},    {71, 44, 122},  {59, 81, 139},   {44, 113, 142}, {33, 144, 141},
-                                      {39, 173, 129}, {92, 200, 99},  {170, 220, 50},  {253, 231, 37}};
-  t = std::isnan(t) ? 0 : std::clamp(t, 0.0, 1.0) * 8;
-  const int i = std::min(int(t), 7);
-  const double f = t - i;
-  std::array<uint8_t, 3> c{};
-  for (int ch = 0; ch < 3; ++ch) c[ch] = uint8_t(std::lround(k[i][ch] + f * (k[i + 1][ch] - k[i][ch])));
-  return c;
-}
-
-void write_heatmap_png(const std::string& path, const std::vector<Tensor>& maps, ColorScale scale,
-                       HeatmapLayout layout) {
-  LINEA_CHECK(!maps.empty(), "[write_heatmap_png] no maps to write to '{}'", path);
-  LINEA_CHECK(layout.pixel >= 1 && layout.gap >= 0, "[write_heatmap_png] pixel {} must be >= 1 and gap {} >= 0",
-              layout.pixel, layout.gap);
-  const bool ok_scale = scale.log ? (scale.vmin > 0 && scale.vmax > scale.vmin) : scale.vmax > scale.vmin;
-  LINEA_CHECK(ok_scale, "[write_heatmap_png] colour scale [{}, {}]{} is empty{}", scale.vmin, scale.vmax,
-              scale.log ? " (log)" : "", scale.log ? " or not positive" : "");
-  const Shape shape = maps[0].shape();
-  for (const Tensor& m : maps)
-    LINEA_CHECK(m.dim() == 2 && m.shape() == shape && is_floating(m.dtype()) && m.device().is_cpu(),
-                "[write_heatmap_png] maps must be 2-D float CPU tensors of one shape; got {} {} on {} next to {}",
-                shape_str(m.shape()), m.dtype(), m.device(), shape_str(shape));
-  const int64_t rows = shape[0], cols = shape[1], count = int64_t(maps.size());
-  const int64_t height = rows * layout.pixel, width = count * cols * layout.pixel + (count - 1) * layout.gap;
-  LINEA_CHECK(height > 0 && width > 0 && height <= 16384 && width <= 65536,
-              "[write_heatmap_png] a {}x{} pixel image for '{}' is empty or too large", width, height, path);
-#ifdef LINEA_HAVE_PNG
-  const double lo = scale.log ? std::log10(scale.vmin) : scale.vmin;
-  const double hi = scale.log ? std::log10(scale.vmax) : scale.vmax;
-  std::vector<uint8_t> rgb(size_t(width * height * 3), 255);  // white gaps
-  for (int64_t m = 0; m < count; ++m) {
-    const std::vector<double> v = maps[m].to_vector();
-    const int64_t x0 = m * (cols * layout.pixel + layout.gap);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        double x = v[r * cols + c];
-        if (scale.log) x = x > 0 ? std::log10(x) : lo;
-        const std::array<uint8_t, 3> col = viridis((x - lo) / (hi - lo));
-        for (int64_t py = 0; py < layout.pixel; ++py)
-          for (int64_t px = 0; px < layout.pixel; ++px) {
-            uint8_t* p = &rgb[size_t(((r * layout.pixel + py) * width + x0 + c * layout.pixel + px) * 3)];
-            std::copy(col.begin(), col.end(), p);
-          }
-      }
-  }
-  // libpng's simplified API: one call writes the whole image, and reports failure in `message`.
-  png_image img{};
-  img.version = PNG_IMAGE_VERSION;
-  img.width = png_uint_32(width);
-  img.height = png_uint_32(height);
-  img.format = PNG_FORMAT_RGB;
-  const bool written = png_image_write_to_file(&img, path.c_str(), 0, rgb.data(), 0, nullptr) != 0;
-  const std::string why = img.message;
-  png_image_free(&img);
-  LINEA_CHECK(written, "[write_heatmap_png] cannot write '{}': {}", path, why);
-#else
-  throw Error(fmt::format("[write_heatmap_png] cannot write '{}': linea was configured without libpng "
-                          "(install libpng-dev, e.g. scripts/setup.sh, and re-run cmake)",
-                          path));
-#endif
-}
 
 // ---------------------------------------------------------------- line plots
 
@@ -132,6 +54,11 @@ std::string last_line(const fs::path& p) {
     if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
   return last;
 }
+
+// Colours far apart (Okabe-Ito, colour-blind safe, and black), markers of different shapes.
+constexpr std::array<const char*, 8> kPalette = {"#0072b2", "#d55e00", "#009e73", "#cc79a7",
+                                                 "#e69f00", "#56b4e9", "#000000", "#f0e442"};
+constexpr std::array<int, 6> kMarkers = {7, 5, 9, 11, 13, 3};  // circle, square, triangles, diamond, star
 
 void check_plot(const std::string& output, const LinePlot& plot) {
   LINEA_CHECK(!plot.series.empty(), "[line_plot] no series to draw into '{}'", output);
@@ -181,30 +108,48 @@ std::string gnuplot_script(const std::string& output, const LinePlot& plot) {
     gp += "EOD\n";
     // A thinned series has points closer than a pixel: markers would only blot the line.
     const bool thinned = s.x.size() < plot.series[i].x.size();
-    plots += fmt::format("{}$d{} using 1:2 with {} lw 2{} title {}", i ? ", " : "", i,
-                         thinned ? "lines" : "linespoints", thinned ? "" : " pt 7 ps 0.8", quoted(s.name));
+    const Series& si = plot.series[i];
+    const size_t c = size_t(si.color >= 0 ? si.color : int64_t(i)) % kPalette.size();
+    const std::string style = si.dashed ? "lines lw 1.5 dt (8,6)"
+                              : thinned ? "lines lw 2"
+                                        : fmt::format("linespoints lw 2 pt {} ps 1.1", kMarkers[c % kMarkers.size()]);
+    plots += fmt::format("{}$d{} using 1:2 with {} lc rgb \"{}\" title {}", i ? ", " : "", i, style, kPalette[c],
+                         quoted(s.name));
   }
   // noenhanced: names such as train_loss print as written, not with "_l" as a subscript.
   gp += fmt::format("set terminal pngcairo size {},{} noenhanced font \"sans,11\"\nset output {}\n", plot.width,
                     plot.height, quoted(output));
   gp += fmt::format("set title {}\nset xlabel {}\nset ylabel {}\n", quoted(plot.title), quoted(plot.xlabel),
                     quoted(plot.ylabel));
-  gp += "set grid\nset key outside right top\n";
+  // A margin above and below, so a line along the lowest or highest value is not hidden by the axis.
+  gp += "set grid\nset key outside right top\nset offsets 0, 0, graph 0.04, graph 0.04\n";
+  if (!plot.caption.empty())
+    gp += fmt::format("set bmargin 5\nset label 1 {} at screen 0.01,0.03 left\n", quoted(plot.caption));
   if (plot.logx) gp += "set logscale x 2\n";
   if (plot.logy) gp += "set logscale y 2\n";
   return gp + "plot " + plots + "\nunset output\n";
 }
 
-void line_plot(const std::string& png_path, const LinePlot& plot) {
-  check_plot(png_path, plot);
-  LINEA_CHECK(gnuplot_available(), "[line_plot] cannot draw '{}': gnuplot is not installed "
-              "(apt-get install gnuplot-nox, or scripts/setup.sh)", png_path);
+namespace {
+
+// Runs the gnuplot script script_for(temp PNG) and renames the temp file onto png_path, so a
+// failed or killed gnuplot never leaves an empty or partial PNG.
+template <class ScriptFor>
+void draw(const std::string& png_path, const char* who, ScriptFor script_for) {
+  LINEA_CHECK(gnuplot_available(), "[{}] cannot draw '{}': gnuplot is not installed "
+              "(apt-get install gnuplot-nox, or scripts/setup.sh)", who, png_path);
   std::string tmp = fmt::format("{}.tmp.{}.XXXXXX", png_path, ::getpid());  // write_file_atomically's temp name
   const int fd = ::mkstemp(tmp.data());
-  LINEA_CHECK(fd >= 0, "[line_plot] cannot write '{}': {}", png_path, std::strerror(errno));
+  LINEA_CHECK(fd >= 0, "[{}] cannot write '{}': {}", who, png_path, std::strerror(errno));
   ::fchmod(fd, 0644);  // mkstemp's 0600 would carry over to the PNG
   ::close(fd);
-  const std::string script_text = gnuplot_script(tmp, plot);
+  std::string script_text;
+  try {
+    script_text = script_for(tmp);
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
   const fs::path script = temp_file(".gp"), err = temp_file(".err");
   std::ofstream(script) << script_text;
   const int rc = std::system(fmt::format("gnuplot '{}' 2> '{}'", script.string(), err.string()).c_str());
@@ -218,8 +163,103 @@ void line_plot(const std::string& png_path, const LinePlot& plot) {
                                   : fmt::format("gnuplot failed (exit {}): {}", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc,
                                                 message);
     ::unlink(tmp.c_str());
-    throw Error(fmt::format("[line_plot] cannot draw '{}': {}", png_path, why));
+    throw Error(fmt::format("[{}] cannot draw '{}': {}", who, png_path, why));
   }
+}
+
+}  // namespace
+
+void line_plot(const std::string& png_path, const LinePlot& plot) {
+  check_plot(png_path, plot);
+  draw(png_path, "line_plot", [&](const std::string& tmp) { return gnuplot_script(tmp, plot); });
+}
+
+// ---------------------------------------------------------------- heatmaps
+
+namespace {
+
+// Pixels around the panels: the title and panel labels above, axis labels and the caption
+// below, the y label left, the colour bar and its label right.
+constexpr int64_t kTop = 70, kBottom = 80, kLeft = 70, kGap = 40, kRight = 130;
+
+void check_heatmap(const std::string& output, const HeatmapPlot& p) {
+  LINEA_CHECK(!p.maps.empty(), "[heatmap_plot] no maps to draw into '{}'", output);
+  LINEA_CHECK(p.labels.empty() || p.labels.size() == p.maps.size(),
+              "[heatmap_plot] {} labels for {} maps in '{}'", p.labels.size(), p.maps.size(), output);
+  LINEA_CHECK(p.panel >= 32 && p.panel <= 4096, "[heatmap_plot] panel {} pixels must be in [32, 4096]", p.panel);
+  const bool ok_scale = p.log ? (p.vmin > 0 && p.vmax > p.vmin) : p.vmax > p.vmin;
+  LINEA_CHECK(ok_scale, "[heatmap_plot] colour scale [{}, {}]{} is empty{}", p.vmin, p.vmax, p.log ? " (log)" : "",
+              p.log ? " or not positive" : "");
+  const Shape shape = p.maps[0].shape();
+  for (const Tensor& m : p.maps)
+    LINEA_CHECK(m.dim() == 2 && m.shape() == shape && is_floating(m.dtype()) && m.device().is_cpu() && m.numel() > 0,
+                "[heatmap_plot] maps must be non-empty 2-D float CPU tensors of one shape; got {} {} on {} next to {}",
+                shape_str(m.shape()), m.dtype(), m.device(), shape_str(shape));
+}
+
+}  // namespace
+
+PixelSize heatmap_size(const HeatmapPlot& p) {
+  const auto count = int64_t(p.maps.size());
+  return {kLeft + count * p.panel + (count - 1) * kGap + kRight, kTop + p.panel + kBottom};
+}
+
+std::string heatmap_script(const std::string& output, const HeatmapPlot& p) {
+  check_heatmap(output, p);
+  const int64_t rows = p.maps[0].size(0), cols = p.maps[0].size(1), count = int64_t(p.maps.size());
+  const PixelSize size = heatmap_size(p);
+  const auto W = double(size.width), H = double(size.height);
+  std::string gp;
+  for (int64_t m = 0; m < count; ++m) {
+    // Values below vmin are raised to it (a log axis has no place for 0); NaN stays: masked.
+    const std::vector<double> v = p.maps[size_t(m)].to_vector();
+    gp += fmt::format("$m{} << EOD\n", m);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const double x = v[size_t(r * cols + c)];
+        gp += std::isnan(x) ? (c ? " NaN" : "NaN") : fmt::format("{}{:.4g}", c ? " " : "", std::max(x, p.vmin));
+      }
+      gp += "\n";
+    }
+    gp += "EOD\n";
+  }
+  gp += fmt::format("set terminal pngcairo size {},{} noenhanced font \"sans,10\"\nset output {}\n", size.width,
+                    size.height, quoted(output));
+  // matplotlib's viridis at 9 evenly spaced points (dark purple, teal, yellow).
+  gp += "set palette defined (0 '#440154', 1 '#472c7a', 2 '#3b518b', 3 '#2c718e', 4 '#21908d', 5 '#27ad81', "
+        "6 '#5cc863', 7 '#aadc32', 8 '#fde725')\n";
+  gp += fmt::format("set cbrange [{:g}:{:g}]\nset cblabel {}\n", p.vmin, p.vmax, quoted(p.cblabel));
+  if (p.log) gp += "set logscale cb 10\nset format cb \"%.0e\"\n";
+  gp += fmt::format("set xlabel {}\nset ylabel {}\n", quoted(p.xlabel), quoted(p.ylabel));
+  // Rows top to bottom, as a matrix is written; pixel centres on the integers.
+  gp += fmt::format("set xrange [-0.5:{}]\nset yrange [{}:-0.5]\nset tics out nomirror\n", double(cols) - 0.5,
+                    double(rows) - 0.5);
+  // Masked (NaN) cells are not drawn: the grey behind each panel shows through.
+  gp += "set object 1 rectangle from graph 0,0 to graph 1,1 behind fillcolor rgb \"#b0b0b0\" "
+        "fillstyle solid noborder\n";
+  gp += fmt::format("set multiplot title {}\n", quoted(p.title));
+  gp += fmt::format("set tmargin at screen {:.4f}\nset bmargin at screen {:.4f}\n", 1 - double(kTop) / H,
+                    double(kBottom) / H);
+  gp += fmt::format("set label 1 {} at screen 0.01,{:.4f} left\n", quoted(p.caption), 12 / H);
+  for (int64_t m = 0; m < count; ++m) {
+    const double x0 = double(kLeft + m * (p.panel + kGap));
+    gp += fmt::format("set lmargin at screen {:.4f}\nset rmargin at screen {:.4f}\n", x0 / W,
+                      (x0 + double(p.panel)) / W);
+    if (m == count - 1)  // one colour bar, right of the last panel, as tall as the panels
+      gp += fmt::format("set colorbox user origin screen {:.4f},{:.4f} size screen {:.4f},{:.4f}\n",
+                        (x0 + double(p.panel) + 12) / W, double(kBottom) / H, 16 / W, double(p.panel) / H);
+    else
+      gp += "unset colorbox\n";
+    gp += fmt::format("set title {}\n", quoted(p.labels.empty() ? "" : p.labels[size_t(m)]));
+    gp += fmt::format("plot $m{} matrix with image notitle\n", m);
+    if (m == 0) gp += "unset label 1\nunset ylabel\n";
+  }
+  return gp + "unset multiplot\nunset output\n";
+}
+
+void heatmap_plot(const std::string& png_path, const HeatmapPlot& plot) {
+  check_heatmap(png_path, plot);
+  draw(png_path, "heatmap_plot", [&](const std::string& tmp) { return heatmap_script(tmp, plot); });
 }
 
 // ---------------------------------------------------------------- metrics.csv

@@ -1,14 +1,13 @@
-// Pictures for the examples: heatmaps as PNG through libpng, line plots through gnuplot.
+// Pictures for the examples, drawn by gnuplot: heatmaps with axes and a colour bar, line plots.
 //
-// Both tools are Debian packages that scripts/setup.sh installs (libpng-dev, gnuplot-nox); neither
-// is needed to build linea. Without libpng at configure time write_heatmap_png throws, without
-// gnuplot on PATH line_plot throws; png_available() / gnuplot_available() say which works here.
+// gnuplot is a Debian package that scripts/setup.sh installs (gnuplot-nox); it is not needed to
+// build linea. Without it on PATH heatmap_plot and line_plot throw; gnuplot_available() says.
 //
-//   plot::write_heatmap_png("a.png", {head0, head1, mean}, {.vmin = 1e-4, .vmax = 1, .log = true});
+//   plot::heatmap_plot("a.png", {.title = "softmax", .cblabel = "weight", .vmin = 1e-4, .log = true,
+//                                .maps = {head0, head1}, .labels = {"head 0", "head 1"}});
 //   plot::line_plot("rank.png", {.title = "rank", .xlabel = "N", .ylabel = "rank", .logx = true,
 //                                .series = {{"linear", ns, ranks}}});
 #pragma once
-#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,46 +16,54 @@
 
 namespace linea::plot {
 
-bool png_available();      // this build links libpng
 bool gnuplot_available();  // a `gnuplot` program is on PATH
 
-// How a value becomes a colour: clipped to [vmin, vmax] (on log10 of both when `log`), then
-// mapped onto viridis (dark purple = vmin, yellow = vmax). One scale for several maps makes their
-// colours comparable.
-struct ColorScale {
+// 2-D maps of one shape [rows, cols] drawn side by side as panels on one colour scale (viridis:
+// dark = vmin, yellow = vmax; log10 of both when `log`), rows top to bottom, with axes, ticks, a
+// label over each panel, one colour bar, the title above and the caption below. NaN entries are
+// masked (a causal map's upper triangle) and drawn grey; values below vmin take vmin's colour.
+struct HeatmapPlot {
+  std::string title = "", caption = "";
+  std::string xlabel = "key index", ylabel = "query index", cblabel = "attention weight";
   double vmin = 0, vmax = 1;
-  bool log = false;  // values <= 0 then get vmin's colour
+  bool log = false;
+  std::vector<Tensor> maps;         // 2-D float CPU tensors of one shape
+  std::vector<std::string> labels;  // one per map, or none
+  int64_t panel = 260;              // pixels per panel side
 };
 
-struct HeatmapLayout {
-  int64_t pixel = 1;  // each cell becomes a pixel×pixel square
-  int64_t gap = 4;    // white columns between maps
+// The gnuplot script heatmap_plot runs to draw `plot` into `output`, the maps inline. Throws a
+// linea::Error on maps of different shapes, a bad scale, or labels that do not match the maps.
+std::string heatmap_script(const std::string& output, const HeatmapPlot& plot);
+
+// Draws `plot` into a PNG through gnuplot, as line_plot does (atomically, errors named). Its size
+// is heatmap_size(plot).
+void heatmap_plot(const std::string& png_path, const HeatmapPlot& plot);
+
+struct PixelSize {
+  int64_t width = 0, height = 0;
 };
-
-// 2-D maps of equal shape [rows, cols] (any float dtype, on the CPU), written side by side
-// (left to right) as one RGB PNG of rows·pixel × (count·cols·pixel + (count − 1)·gap) pixels.
-// Throws a linea::Error naming the file on bad shapes, a bad scale or a write failure.
-void write_heatmap_png(const std::string& path, const std::vector<Tensor>& maps, ColorScale scale,
-                       HeatmapLayout layout = {});
-
-// The RGB colour (0..255 each) of t in [0, 1] on viridis, for a legend or a test.
-std::array<uint8_t, 3> viridis(double t);
+PixelSize heatmap_size(const HeatmapPlot& plot);
 
 struct Series {
   std::string name;
   std::vector<double> x, y;  // of equal length; NaN y values leave a gap
+  int64_t color = -1;        // index into the plot's palette (-1: the series' own index)
+  bool dashed = false;       // a reference line (a bound): dashed, no markers
 };
 
 struct LinePlot {
   std::string title, xlabel, ylabel;
+  std::string caption = "";  // a line of text under the plot, e.g. what the axes mean
   bool logx = false, logy = false;
   std::vector<Series> series;
   int64_t width = 800, height = 500;  // pixels
 };
 
-// Draws every series into a PNG through gnuplot: lines with points, or lines alone for a series
-// thinned to the plot's width (thin_series). The PNG is drawn into a temp file beside png_path and
-// renamed onto it, so a failed or killed gnuplot never leaves an empty or partial PNG. Throws a
+// Draws every series into a PNG through gnuplot: lines with points (a distinct colour and marker
+// per series), or lines alone for a dashed series or one thinned to the plot's width
+// (thin_series). The PNG is drawn into a temp file beside png_path and renamed onto it, so a
+// failed or killed gnuplot never leaves an empty or partial PNG. Throws a
 // linea::Error when gnuplot is missing, or with gnuplot's error line when it fails.
 void line_plot(const std::string& png_path, const LinePlot& plot);
 

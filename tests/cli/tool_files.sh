@@ -65,17 +65,29 @@ safetensors_meta() {  # safetensors_meta FILE METADATA_JSON
   printf '%s' "$header" >>"$1"
 }
 for i in $(seq 300); do echo "to be or not to be, that is the question $i"; done >corpus.txt
-safetensors_meta vit7.safetensors '{"config":"--attn mhla","epoch":"7","batch":"0","step":"3283"}'
-safetensors_meta vit3.safetensors '{"config":"--attn mhla","epoch":"3","batch":"120","step":"1527"}'
-safetensors_meta lm.safetensors '{"config":"--attn mhla","step":"4000"}'
-run "attention_lab, a 7-epoch ViT" 1 "missing key" attention_lab --vit vit7.safetensors --lm lm.safetensors \
-  --text corpus.txt --out lab7
-grep -q "^ViT-FMNIST: vit7.safetensors (7 epochs of training)$" out.txt || fail "7 epochs: $(cat out.txt)"
-run "attention_lab, a ViT stopped mid-epoch" 1 "missing key" attention_lab --vit vit3.safetensors \
-  --lm lm.safetensors --text corpus.txt --out lab3
+# fake_runs DIR VIT_METADATA: the six runs the lab reads (a ViT and a char_lm per kind), the ViTs'
+# metadata VIT_METADATA with ATTN replaced by the kind.
+fake_runs() {
+  for a in softmax linear mhla; do
+    mkdir -p "$1/vit_fmnist_$a" "$1/char_lm_$a"
+    safetensors_meta "$1/vit_fmnist_$a/checkpoint.safetensors" "${2//ATTN/$a}"
+    safetensors_meta "$1/char_lm_$a/checkpoint.safetensors" "{\"config\":\"--attn $a\",\"step\":\"4000\"}"
+  done
+}
+fake_runs r7 '{"config":"--attn ATTN","epoch":"7","batch":"0","step":"3283"}'
+run "attention_lab, 7-epoch ViTs" 1 "missing key" attention_lab --runs r7 --text corpus.txt --out lab7
+grep -q "^ViT-FMNIST: r7/vit_fmnist_softmax/checkpoint.safetensors (7 epochs of training)$" out.txt ||
+  fail "7 epochs: $(cat out.txt)"
+fake_runs r3 '{"config":"--attn ATTN","epoch":"3","batch":"120","step":"1527"}'
+run "attention_lab, ViTs stopped mid-epoch" 1 "missing key" attention_lab --runs r3 --text corpus.txt --out lab3
 grep -q "(3 epochs and 120 batches of training)" out.txt || fail "3 epochs and 120 batches: $(cat out.txt)"
-run "attention_lab, a char_lm checkpoint as --vit" 1 "'lm.safetensors' has no \"epoch\" entry: not a vit_fmnist" \
-  attention_lab --vit lm.safetensors --lm lm.safetensors --text corpus.txt --out lab_lm
+cp r3/char_lm_softmax/checkpoint.safetensors r3/vit_fmnist_softmax/
+run "attention_lab, a char_lm checkpoint as a ViT" 1 "has no \"epoch\" entry: not a vit_fmnist" \
+  attention_lab --runs r3 --text corpus.txt --out lab_lm
+# Each kind's pictures come from its own model: an MHLA ViT in the softmax run is refused.
+cp r7/vit_fmnist_mhla/checkpoint.safetensors r7/vit_fmnist_softmax/
+run "attention_lab, an MHLA ViT as the softmax one" 1 "was trained with --attn mhla; the lab reads it as the softmax ViT" \
+  attention_lab --runs r7 --text corpus.txt --out lab_kind
 
 # ---- mqar --sweep: the CSV and the PNG beside it are checked before the sweep trains
 mkdir -p sweep/results.png
