@@ -5,12 +5,12 @@
 // column): o = U'[:, :dv] / (U'[:, dv] + eps). The backward then needs only dU' = [Ḡ | δ] with
 // Ḡ = G / r and δ = −rowsum(G∘O) / r, and pushes it through the same products.
 //
-// On a backend with MHLA kernels (has_fused_mhla: the CPU and the GPU) the kernels run it: non-
-// causal linear attention is MHLA with one block (M = 1, W = [1]); causal linear attention is
-// causal MHLA (spec §3) with every mixing weight 1 and scale 1, run on V': the CPU's kernels take
-// V and the normaliser themselves (kernel_causal_normalised below), CUDA's run on V' with the
-// division and dU' as ops around them (detail::linear_attention_kernel_causal). Elsewhere, and as
-// the forms those kernels are tested against, the compositions here
+// The backend's MHLA kernels run it: non-causal linear attention is MHLA with one block (M = 1,
+// W = [1]); causal linear attention is causal MHLA (spec §3) with every mixing weight 1 and
+// scale 1, run on V': the CPU's kernels take V and the normaliser themselves
+// (kernel_causal_normalised below), CUDA's run on V' with the division and dU' as ops around them
+// (detail::linear_attention_kernel_causal). Beyond the kernels' limits (head width, chunk count),
+// and as the forms those kernels are tested against, the compositions here
 // (detail::linear_attention_composite).
 // Causal: chunks of kChunk tokens. Chunk i reads the summaries of all earlier chunks,
 // P_i = Σ_{j<i} S_j with S_j = φ(K_j)ᵀ V'_j, plus its own masked quadratic block:
@@ -159,7 +159,7 @@ constexpr int64_t kKernelMaxHeadDim = 128;
 
 bool kernels_run(const detail::Heads& h, bool causal) {
   const int64_t N = h[0].size(2), d = h[0].size(3), dv = h[2].size(3);
-  return backend(h[0].device()).has_fused_mhla(causal) && d <= kKernelMaxHeadDim && dv + 1 <= kKernelMaxHeadDim &&
+  return d <= kKernelMaxHeadDim && dv + 1 <= kKernelMaxHeadDim &&
          (!causal || (N + kKernelChunk - 1) / kKernelChunk <= kKernelMaxChunks);
 }
 

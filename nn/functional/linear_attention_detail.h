@@ -1,5 +1,5 @@
-// Linear attention's compositions from primitive ops (linear_attention.cpp): the forms for a
-// backend without MHLA kernels, kept callable so that tests hold the kernels' path against them.
+// Linear attention's compositions from primitive ops (linear_attention.cpp): the forms beyond the
+// kernels' limits, kept callable so that tests hold the kernels' path against them.
 // Not part of the public API (not in linea.h).
 #pragma once
 #include <vector>
@@ -17,7 +17,7 @@ Tensor linear_attention_composite(const char* op, const std::vector<Tensor>& inp
 // Causal linear attention on the device's causal MHLA kernels run on V' = [V | 1], with the
 // division by the normaliser and dU' as ops around them: what linear_attention runs where the
 // kernels have no normaliser of their own (has_fused_causal_normaliser: CUDA), and the form the
-// normalising kernels are tested against. Needs has_fused_mhla(true); inputs as above.
+// normalising kernels are tested against; inputs as above.
 Tensor linear_attention_kernel_causal(const char* op, const std::vector<Tensor>& inputs, int64_t packed,
                                       const LinearAttentionOptions& opts);
 

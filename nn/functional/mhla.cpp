@@ -1,5 +1,8 @@
-// Non-causal MHLA (spec §1, §1.1 and the backward of §5.1, §5.2); the public mhla() and
-// mhla_composite() also validate and hand causal calls to mhla_causal.cpp.
+// MHLA's one dispatch (docs/mhla.md, "Forms"): mhla() checks its inputs and runs the device's
+// kernels (tensor/backend.h, "fused MHLA"), non-causal and causal; the official normaliser
+// (spec §1.1, §5.2), which the kernels do not offer, runs as a GEMM composition with its own
+// backward; mhla_composite() builds both forms from differentiable primitive ops, the reference
+// the kernels and the GEMM form are tested against.
 //
 // Tokens are split into M blocks of L (the last block zero-padded after φ). With the augmented
 // values V' = [V | 1] one set of products carries both numerator and normaliser:
@@ -12,15 +15,12 @@
 // make the mixing a single [M, M] @ [M, B·H·d·(dv+1)] GEMM, but then each per-block product is
 // M or B·H kernel calls instead of one, or needs a layout copy; the mixing is the cheap part.)
 //
-// The backward (spec §5.1, augmented form) is five GEMM groups:
-//   dU' = [Ḡ | δ],  Ḡ = G / r,  δ = −rowsum(G∘O) / r
+// The official normaliser's backward (spec §5.2) is five GEMM groups plus its normaliser's terms:
+//   dU' = [Ḡ | 0],  Ḡ = G / r   (r does not come from U', so its column gets no gradient)
 //   dφQ = dU' Ŝ'ᵀ,  dŜ' = φQᵀ dU',  dW = dŜ'_flat S'_flatᵀ (sums over all b, h),
 //   dS' = Wᵀ dŜ',   dφK_j = V'_j dS'_jᵀ,  dV_j = φK_j dS'_j[:, :dv]
-// followed by φ'. The official-normaliser variant (§5.2) swaps the δ column for its own terms.
-//
-// On a device whose backend has its own MHLA kernels (has_fused_mhla(causal): the GPU and the CPU,
-// for both forms), mhla() runs those instead (device_fused below); the official
-// normaliser stays on this path, which is also the composite the kernels are tested against.
+// followed by φ'. (The clean normaliser's backward, spec §5.1, is the same with δ = −rowsum(G∘O)/r
+// in the last column of dU'; the kernels compute it.)
 #include "linea/autograd/function.h"
 #include "linea/autograd/ops_matmul.h"
 #include "linea/autograd/ops_reduce.h"
@@ -103,7 +103,10 @@ Pass forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mi
   return p;
 }
 
-Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& opts) {
+// The official normaliser's form: the forward above without recording, inside one op whose
+// backward is written out (spec §5.2).
+Tensor official_normalizer(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
+                           const MHLAOptions& opts) {
   const Geometry g = geometry_of(q, v, opts);
   return custom_function(
       "mhla", {q, k, v, mix},
@@ -111,39 +114,28 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mi
         Pass p = forward(in[0], in[1], in[2], in[3], opts);
         return Forward{p.out, pack_saved(p)};
       },
-      [g, fm = opts.feature_map, official = opts.official_normalizer](const std::vector<Tensor>& saved,
-                                                                       const Tensor& grad) -> std::vector<Tensor> {
+      [g, fm = opts.feature_map](const std::vector<Tensor>& saved, const Tensor& grad) -> std::vector<Tensor> {
         const Pass sv = unpack_saved<Pass>(saved);
         Tensor gbar = detail::pad_tokens(grad, g.Np).unflatten(2, {g.M, g.L}) / sv.r;  // Ḡ = G / r
-        Tensor delta = -sum(gbar * sv.o, {-1}, true);  // δ = −rowsum(G∘O) / r
-        // dU' = [Ḡ | δ]; under the official normaliser r does not come from U', so its column is 0.
-        Tensor du = cat({gbar, official ? zeros_like(delta) : delta}, -1);
+        Tensor delta = -sum(gbar * sv.o, {-1}, true);  // −rowsum(G∘O) / r, r's own gradient
+        Tensor du = cat({gbar, zeros_like(delta)}, -1);
         Tensor dfq = matmul(du, mT(sv.sh));  // [B, H, M, L, d]
         Tensor dsh = matmul(mT(sv.fq), du).flatten(3);  // [B, H, M, d·(dv+1)]
         Tensor dmix = sum(matmul(dsh, mT(sv.s.flatten(3))), {0, 1});  // W is shared: sum over pairs
         Tensor ds = matmul(sv.mix.t(), dsh).view(sv.s.shape());
-        if (official) {
-          // r = W C + eps (C as [M, L] per pair): dC = Wᵀ δ, dW += Σ_pairs δ Cᵀ, and C = φ(Q_j) z_j
-          // sends dC_{j,p} z_j to φ(q_{j,p}) and φ(Q_j)ᵀ dC_j to z_j, the last column of S'_j.
-          Tensor dc = matmul(sv.mix.t(), delta.squeeze(-1)).unsqueeze(-1);  // [B, H, M, L, 1]
-          dmix = dmix + sum(matmul(delta.squeeze(-1), mT(sv.c)), {0, 1});
-          dfq = dfq + matmul(dc, mT(sv.s.narrow(-1, g.dv, 1)));
-          Tensor dz = matmul(mT(sv.fq), dc);  // [B, H, M, d, 1]
-          ds = ds + cat({zeros({g.B, g.H, g.M, g.d, g.dv}, Options(dz.dtype(), dz.device())), dz}, -1);
-        }
+        // r = W C + eps (C as [M, L] per pair): dC = Wᵀ δ, dW += Σ_pairs δ Cᵀ, and C = φ(Q_j) z_j
+        // sends dC_{j,p} z_j to φ(q_{j,p}) and φ(Q_j)ᵀ dC_j to z_j, the last column of S'_j.
+        Tensor dc = matmul(sv.mix.t(), delta.squeeze(-1)).unsqueeze(-1);  // [B, H, M, L, 1]
+        dmix = dmix + sum(matmul(delta.squeeze(-1), mT(sv.c)), {0, 1});
+        dfq = dfq + matmul(dc, mT(sv.s.narrow(-1, g.dv, 1)));
+        Tensor dz = matmul(mT(sv.fq), dc);  // [B, H, M, d, 1]
+        ds = ds + cat({zeros({g.B, g.H, g.M, g.d, g.dv}, Options(dz.dtype(), dz.device())), dz}, -1);
         Tensor dfk = matmul(sv.v1, mT(ds));  // [B, H, M, L, d]
         Tensor dv = matmul(sv.fk, ds.narrow(-1, 0, g.dv));  // [B, H, M, L, dv]
         auto tokens = [&](const Tensor& x) { return x.view({g.B, g.H, g.Np, x.size(-1)}).narrow(2, 0, g.N); };
         return {detail::feature_map_backward(tokens(dfq), sv.q, fm),
                 detail::feature_map_backward(tokens(dfk), sv.k, fm), tokens(dv), dmix};
       });
-}
-
-// The device's own kernels (tensor/backend.h, "fused MHLA"), non-causal and causal, in one
-// custom_function: the backend computes the forward, saves S' and Ŝ' (causal: S and s·P) and the
-// normaliser r, and computes all four gradients from them.
-bool device_kernels(const Tensor& q, const MHLAOptions& opts) {
-  return !opts.official_normalizer && backend(q.device()).has_fused_mhla(opts.causal);
 }
 
 // What the device's backward reads: the inputs (as the caller laid them out), the output, the
@@ -153,11 +145,14 @@ struct DeviceSaved {
   auto tensors() { return std::tie(q, k, v, mix, out, s, sh, r); }
 };
 
+// The device's own kernels (tensor/backend.h, "fused MHLA"), non-causal and causal, in one
+// custom_function: the backend computes the forward, saves S' and Ŝ' (causal: S and s·P) and the
+// normaliser r, and computes all four gradients from them.
 // The kernels read q, k, v, the output and its gradient through their strides (backend.h): the
 // heads stay where the projection put them. `inputs` is {q, k, v, mix}, or with packed = H > 0
 // {qkv, mix} (mhla_qkv, detail::qkv_function), where the kernels write dq, dk, dv straight into
 // the thirds of one gradient.
-Tensor device_fused(const std::vector<Tensor>& inputs, int64_t packed, const MHLAOptions& opts) {
+Tensor device_kernels(const std::vector<Tensor>& inputs, int64_t packed, const MHLAOptions& opts) {
   const detail::Heads qkv = detail::heads_of("mhla_qkv", inputs, packed);
   const Tensor &q = qkv[0], &v = qkv[2], &mix = inputs.back();
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), d = q.size(3), dv = v.size(3), M = mix.size(0);
@@ -192,24 +187,44 @@ Tensor device_fused(const std::vector<Tensor>& inputs, int64_t packed, const MHL
       });
 }
 
+// Causal MHLA (spec §3) from differentiable primitive ops, chunk by chunk in the token-major layout
+// [B, H, M, C, e] (gradients by autograd): the reference for the kernels. With S_j = K̂_jᵀ V_j,
+//   O_i = s Q̂_i Σ_{j<i} W_ij S_j + W_ii ((s Q̂_i K̂_iᵀ) ∘ Mask) V_i.
+Tensor causal_composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& opts) {
+  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), d = q.size(3), dv = v.size(3);
+  const int64_t C = opts.block_len, M = mix.size(0);
+  const double s = detail::causal_scale(q, opts);
+  auto chunked = [&](const Tensor& x) { return detail::pad_tokens(x, M * C).reshape({B, H, M, C, x.size(3)}); };
+  Tensor qh = chunked(detail::feature_map(q, opts.feature_map, opts.eps));
+  Tensor kh = chunked(detail::feature_map(k, opts.feature_map, opts.eps));
+  Tensor vc = chunked(v);
+
+  Tensor S = matmul(kh.transpose(-1, -2), vc);                                       // [B,H,M,d,dv]
+  Tensor P = matmul(tril(mix, -1), S.reshape({B, H, M, d * dv})).reshape(S.shape());  // Σ_{j<i} W_ij S_j
+  Tensor w_diag = sum(mix * eye(M, Options(mix.dtype(), mix.device())), {1}).reshape({M, 1, 1});
+  Tensor A = tril(matmul(qh, kh.transpose(-1, -2)) * s) * w_diag;                    // W_ii (sQ̂K̂ᵀ ∘ Mask)
+  Tensor O = matmul(qh, P) * s + matmul(A, vc);
+  return O.reshape({B, H, M * C, dv}).narrow(2, 0, N);
+}
+
 }  // namespace
 
 Tensor mhla(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, MHLAOptions opts) {
   check_inputs(q, k, v, mix, opts);
-  if (device_kernels(q, opts)) return device_fused({q, k, v, mix}, 0, opts);
-  return opts.causal ? detail::mhla_causal(q, k, v, mix, opts) : fused(q, k, v, mix, opts);
+  if (opts.official_normalizer) return official_normalizer(q, k, v, mix, opts);
+  return device_kernels({q, k, v, mix}, 0, opts);
 }
 
 Tensor mhla_qkv(const Tensor& qkv, int64_t heads, const Tensor& mix, MHLAOptions opts) {
   const detail::Heads h = detail::packed_heads("mhla_qkv", qkv, heads);
   check_inputs(h[0], h[1], h[2], mix, opts);
-  if (device_kernels(h[0], opts)) return device_fused({qkv, mix}, heads, opts);
-  return mhla(h[0], h[1], h[2], mix, opts);
+  if (opts.official_normalizer) return official_normalizer(h[0], h[1], h[2], mix, opts);
+  return device_kernels({qkv, mix}, heads, opts);
 }
 
 Tensor mhla_composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, MHLAOptions opts) {
   check_inputs(q, k, v, mix, opts);
-  return opts.causal ? detail::mhla_causal_composite(q, k, v, mix, opts) : forward(q, k, v, mix, opts).out;
+  return opts.causal ? causal_composite(q, k, v, mix, opts) : forward(q, k, v, mix, opts).out;
 }
 
 }  // namespace linea::nn::functional

@@ -1,5 +1,5 @@
-// Internals shared by the two halves of MHLA: mhla.cpp (public entry points, validation, the
-// non-causal fused op and composite) and mhla_causal.cpp (the causal chunkwise forms).
+// Internals shared by MHLA's op (mhla.cpp) and its streaming form (mhla_stream.cpp): option
+// checks, the causal scale, φ and its derivative, token padding.
 // Not part of the public API (not in linea.h).
 #pragma once
 #include <cmath>
@@ -12,13 +12,6 @@
 #include "linea/tensor/error.h"
 
 namespace linea::nn::functional::detail {
-
-// Causal MHLA (spec §3, §5.3). The public mhla()/mhla_composite() validate q, k, v, mix and opts
-// and then call these, so they may assume: q, k [B,H,N,d], v [B,H,N,dv], one floating dtype, one
-// device, block_len > 0, mix [M,M] with M = ceil(N / block_len).
-Tensor mhla_causal(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAOptions& opts);
-Tensor mhla_causal_composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
-                             const MHLAOptions& opts);
 
 // What MHLAOptions allows of scale and eps: finite, scale > 0 (or 0 for d^-1/2), eps >= 0. A NaN
 // or infinite scale would turn every output NaN. (The non-causal form divides the scale out.)
