@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "linea/dist/dist.h"
-#include "linea/models/run_checkpoint.h"
 
 namespace linea::models::gpt {
 

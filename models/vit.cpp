@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "linea/dist/dist.h"
-#include "linea/models/run_checkpoint.h"
 
 namespace linea::models::vit {
 

@@ -17,6 +17,7 @@
 
 #include "linea/dist/data_parallel.h"
 #include "linea/linea.h"
+#include "linea/models/run_checkpoint.h"  // the checkpoints Trainer::save writes
 
 namespace linea::models::vit {
 
