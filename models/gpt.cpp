@@ -252,6 +252,7 @@ std::vector<nn::ParamGroup> param_groups(const nn::Module& m, double weight_deca
 }  // namespace
 
 Trainer::Trainer(std::shared_ptr<GPT> m, const OptimConfig& o) : model(std::move(m)), opts_(o) {
+  LINEA_CHECK(model != nullptr, "[gpt::Trainer] needs a model, got a null pointer");
   for (const Tensor& p : model->parameters())
     if (p.requires_grad()) trainable_.push_back(p);
   optimizer = std::make_unique<nn::AdamW>(

@@ -71,6 +71,7 @@ int64_t count_correct(const Tensor& logits, const Tensor& y) {
 }  // namespace
 
 Trainer::Trainer(std::shared_ptr<ViT> m, const OptimConfig& o) : model(std::move(m)), opts_(o) {
+  LINEA_CHECK(model != nullptr, "[vit::Trainer] needs a model, got a null pointer");
   // Two groups: decayed weight matrices, and the rest (norms, biases, pos_embed, MHLA's mix).
   optimizer = std::make_unique<nn::AdamW>(nn::adamw_param_groups(*model, o.weight_decay, {"mix"}),
                                           nn::AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});

@@ -60,6 +60,7 @@ TEST_CASE("GPT: tied head shares the embedding; untied has its own; logits shape
   CHECK(untied.num_parameters() == tied.num_parameters() + 11 * 16);
   CHECK(tied.forward(zeros({2, 5}, DType::Int64)).shape() == Shape{2, 5, 11});
   CHECK_THROWS_WITH_AS(tied.forward(zeros({1, 33}, DType::Int64)), doctest::Contains("[GPT]"), Error);
+  CHECK_THROWS_WITH_AS(gpt::Trainer(nullptr, {}), doctest::Contains("[gpt::Trainer] needs a model"), Error);
 }
 
 TEST_CASE("GPT bias = false (nanoGPT's bias=False): biases stay zero and untrained, the loss still falls") {

@@ -163,4 +163,5 @@ TEST_CASE("vit: a config whose sizes do not fit together is a clear error") {
   fails({.block = 3}, "block 3 the 4x4 patch grid");
   fails({.depth = 0}, "[ViT] every size must be > 0");
   fails({.classes = -1}, "[ViT] every size must be > 0");
+  CHECK_THROWS_WITH_AS(vit::Trainer(nullptr, kRecipe), doctest::Contains("[vit::Trainer] needs a model"), Error);
 }
