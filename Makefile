@@ -139,7 +139,7 @@ sanitize:
 
 # What .ci/run sanitizes, to keep CI short: the families that read files or
 # check shapes and sizes, and the fuzz replays.
-SANITIZE_CORE = sizes io checkpoint data creation view
+SANITIZE_CORE = sizes io checkpoint json data creation view
 sanitize-core:
 	$(MAKE) sanitize SANITIZE_TARGETS="$(SANITIZE_CORE:%=linea_test_%) linea_fuzz_seeds \
 	  $(FUZZ_PARSERS:%=linea_fuzz_replay_%)" CTEST_ARGS="-R '^($(subst $(eval) ,|,$(SANITIZE_CORE))|fuzz_)'"

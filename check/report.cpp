@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "linea/tensor/error.h"
+#include "linea/tensor/json.h"
 
 namespace linea::check {
 
@@ -28,22 +29,12 @@ std::string format_result(const Result& r, const std::string& got_label, const s
 }
 
 namespace {
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\', out += static_cast<char>(ch);
-    else if (ch == '\n') out += "\\n";
-    else if (ch < 0x20) out += fmt::format("\\u{:04x}", ch);
-    else out += static_cast<char>(ch);
-  }
-  return out + "\"";
-}
 // JSON has no inf / nan: those become null.
 std::string number(double x) { return std::isfinite(x) ? fmt::format("{:.17g}", x) : "null"; }
 }  // namespace
 
 std::string results_json(const std::string& command, const std::vector<Result>& results) {
-  std::string out = fmt::format("{{\"command\": {}, \"results\": [", quoted(command));
+  std::string out = fmt::format("{{\"command\": {}, \"results\": [", json::quote(command));
   int passed = 0;
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
@@ -52,9 +43,9 @@ std::string results_json(const std::string& command, const std::vector<Result>& 
     out += fmt::format(
         "{}\n  {{\"name\": {}, \"device\": {}, \"dtype\": {}, \"status\": {}, \"seconds\": {}, \"message\": {}, "
         "\"worst\": {{\"what\": {}, \"index\": [{}], \"got\": {}, \"want\": {}, \"abs_error\": {}, \"rel_error\": {}}}}}",
-        i ? "," : "", quoted(r.name), quoted(r.device), quoted(r.dtype), quoted(status_name(r.status)),
-        number(r.seconds), quoted(r.message), quoted(w.what), fmt::join(w.index, ", "), number(w.got), number(w.want),
-        number(w.abs_error), number(w.rel_error));
+        i ? "," : "", json::quote(r.name), json::quote(r.device), json::quote(r.dtype),
+        json::quote(status_name(r.status)), number(r.seconds), json::quote(r.message), json::quote(w.what),
+        fmt::join(w.index, ", "), number(w.got), number(w.want), number(w.abs_error), number(w.rel_error));
   }
   out += fmt::format("\n], \"passed\": {}, \"failed\": {}}}\n", passed, static_cast<int>(results.size()) - passed);
   return out;

@@ -1,5 +1,7 @@
 # The public headers: <linea/linea.h>, the user API; <linea/dist/dist.h> and
-# <linea/dist/data_parallel.h>, the API of linea::dist (a library of its own, above nn/); and
+# <linea/dist/data_parallel.h>, the API of linea::dist (a library of its own, above nn/);
+# <linea/models/vit.h> and <linea/models/gpt.h>, the models of linea::models (above dist/);
+# <linea/tensor/json.h>, the JSON reader and writer of linea's file formats; and
 # <linea/tensor/backend.h>, the kernel interface (for those who write a backend or call kernels
 # directly; linea.h does not include it, so `using namespace linea` brings in neither Backend nor
 # the op-table macros); with every linea header they include, directly or through another public
@@ -12,7 +14,7 @@
 # Used by the install rules (CMakeLists.txt) and by the consumer test, which checks that the
 # installed tree holds exactly these.
 function(linea_public_headers root out)
-  set(todo linea.h dist/dist.h dist/data_parallel.h tensor/backend.h)
+  set(todo linea.h dist/dist.h dist/data_parallel.h models/vit.h models/gpt.h tensor/json.h tensor/backend.h)
   set(seen)
   while(todo)
     list(POP_FRONT todo h)

@@ -28,17 +28,18 @@
 
 #include <fmt/core.h>
 #include <linea/linea.h>
+#include <linea/models/gpt.h>
 
 #include "data/attention_stats.h"
 #include "data/idx.h"
 #include "data/text.h"
 #include "flags.h"
-#include "gpt_model.h"
 #include "lab_report.h"
 #include "run_checkpoint.h"
-#include "vit_model.h"
+#include "vit_config.h"
 
 using namespace linea;
+namespace gpt = linea::models::gpt;
 namespace F = linea::nn::functional;
 namespace fs = std::filesystem;
 using lab::Row;
@@ -257,7 +258,7 @@ VitData load_vit(const std::string& ckpt, const std::string& attn) {
   LINEA_CHECK(cfg.attn == attn, "[attention_lab] '{}' was trained with --attn {}; the lab reads it as the {} ViT",
               ckpt, cfg.attn, attn);
   const int64_t side = cfg.img() / cfg.patch;
-  VitData v{std::make_shared<vit::ViT>(cfg), attn, ckpt, info.trained, side * side};
+  VitData v{std::make_shared<vit::ViT>(vit::model_config(cfg)), attn, ckpt, info.trained, side * side};
   gpt::load_weights(*v.model, ckpt);
   v.model->eval();
   return v;

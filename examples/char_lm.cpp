@@ -11,8 +11,8 @@
 //
 // The defaults are nanoGPT's CPU config (4 layers, 4 heads, width 128, context 64, batch 12, 2000
 // steps, lr 1e-3 with 100 warm-up steps and cosine decay to 1e-4, weight decay 0.1, grad clip 1,
-// AdamW beta2 0.99, no dropout). The model and its training step live in gpt_model.h; this file is
-// the program around them. A run writes into --out (default runs/char_lm_<attn>):
+// AdamW beta2 0.99, no dropout). The model and its training step are the library's
+// (<linea/models/gpt.h>); this file is the program around them. A run writes into --out (default runs/char_lm_<attn>):
 //   config.txt               the flags of the run (model and recipe), one line
 //   vocab.json               the characters the token ids stand for
 //   metrics.csv              one row per evaluation: step, lr, train and val loss, bits per char
@@ -32,6 +32,7 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 #include <linea/linea.h>
+#include <linea/models/gpt.h>
 
 #include "data/memory_budget.h"
 #include "data/plot.h"
@@ -42,10 +43,10 @@
 #include "flags.h"
 #include "bench_steps.h"
 #include "dist_run.h"
-#include "gpt_model.h"
 #include "run_checkpoint.h"
 
 using namespace linea;
+namespace gpt = linea::models::gpt;
 
 namespace {
 
@@ -164,7 +165,7 @@ gpt::ModelConfig model_config(const Config& o, int64_t vocab) {
 // vocabulary a byte corpus can have (256), the fixed train and val windows, the sample.
 void check_memory(const Config& o) {
   const double windows = 2 * double(o.eval_batches) * double(o.batch) * double(o.context) * 2 * 8;  // int64 x, y
-  const double model = gpt::training_bytes(model_config(o, 256), o.batch);
+  const double model = data::gpt_training_bytes(model_config(o, 256), o.batch);
   data::check_memory_budget("char_lm", model + windows + 16 * double(o.sample),
                             "--context, --layers, --dim, --mlp-ratio, --batch, --eval-batches or --sample");
 }

@@ -1,6 +1,6 @@
 // mqar: multi-query associative recall (examples/data/mqar.h) as Zoology sets it up, the standard
 // synthetic test of whether a sequence model can look things up in its context. Zoology's model:
-// a 2-layer GPT (gpt_model.h) without MLPs, tied embeddings, learned positions, AdamW (weight
+// a 2-layer GPT (<linea/models/gpt.h>) without MLPs, tied embeddings, learned positions, AdamW (weight
 // decay 0.1, no warm-up) with a cosine schedule to 0, over a fixed split of training examples;
 // the score is the accuracy at the query positions of a fixed test split. Every kind gets a
 // kernel-3 short convolution before block 0 (Based's first layer): without it linear attention
@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <linea/linea.h>
+#include <linea/models/gpt.h>
 
 #include "data/memory_budget.h"
 #include "data/mqar.h"
@@ -31,9 +32,9 @@
 #include "data/progress.h"
 #include "data/sampling.h"
 #include "flags.h"
-#include "gpt_model.h"
 
 using namespace linea;
+namespace gpt = linea::models::gpt;
 
 namespace {
 
@@ -113,7 +114,7 @@ void check(const Config& o) {
     fail(fmt::format("--weight-decay {} x --lr {} must be < 1", o.weight_decay, o.lr));
   const gpt::ModelConfig model{.attn = o.attn, .vocab = o.vocab, .layers = o.layers, .heads = o.heads, .dim = o.dim,
                                .context = o.seq_len, .chunk = o.chunk, .tie = true};
-  data::check_memory_budget("mqar", gpt::training_bytes(model, o.batch),
+  data::check_memory_budget("mqar", data::gpt_training_bytes(model, o.batch),
                             "--vocab, --seq-len, --layers, --dim or --batch");
   for (const std::string& k : split_kinds(o.kinds))
     if (k != "softmax" && k != "linear" && k != "mhla")

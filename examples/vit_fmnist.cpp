@@ -10,8 +10,9 @@
 //   vit_fmnist --help                   every flag with its default
 //   mpirun -np 2 vit_fmnist --threads 1 data-parallel: each process trains on half of every batch
 //
-// The model, its options and the training step live in vit_model.h; this file is the program
-// around them: data, the epoch loop, evaluation, checkpoints, metrics and the benchmark.
+// The model and its training step are the library's (<linea/models/vit.h>), the options are
+// vit_config.h's; this file is the program around them: data, the epoch loop, evaluation,
+// checkpoints, metrics and the benchmark.
 // A run writes into --out (default runs/vit_fmnist_<attn>):
 //   config.txt               the flags of the run (model and recipe), one line
 //   metrics.csv              one row per epoch: epoch, step, train/test loss and accuracy, seconds
@@ -41,7 +42,7 @@
 #include "bench_steps.h"
 #include "dist_run.h"
 #include "run_checkpoint.h"
-#include "vit_model.h"
+#include "vit_config.h"
 
 using namespace linea;
 using vit::Config;
@@ -127,7 +128,7 @@ Config resume_config(const std::string& path, const std::vector<std::string>& ar
 // Times o.bench training steps on a random batch.
 BenchRow bench_one(Config o, const std::string& attn, Device dev) {
   o.attn = attn;
-  vit::Trainer trainer(o, 1000000);
+  vit::Trainer trainer = vit::make_trainer(o, 1000000);
   nn::to(*trainer.model, dev);  // in place: the optimizer's handles follow, its state is made at step 1
   if (dist::world().size > 1) trainer.distribute();
   Generator gen(o.seed);
@@ -179,7 +180,7 @@ int64_t epochs_within_budget(const Config& o, Device dev, int64_t steps_per_epoc
 // ---------------------------------------------------------------- --eval
 
 int run_eval(const Config& o, Device dev) {
-  vit::Trainer trainer(o, 1);
+  vit::Trainer trainer = vit::make_trainer(o, 1);
   nn::to(*trainer.model, dev);
   trainer.load(o.eval);
   const Data data = load_data(o.data_dir, o.holdout);
@@ -218,7 +219,7 @@ int run_train(Config o, Device dev) {
   const int64_t steps_per_epoch = loader.batches_per_epoch();
   if (o.time_budget > 0) o.epochs = epochs_within_budget(o, dev, steps_per_epoch, data.test_x.size(0), program_start);
   const int64_t total_steps = o.epochs * steps_per_epoch;
-  vit::Trainer trainer(o, total_steps);
+  vit::Trainer trainer = vit::make_trainer(o, total_steps);
   nn::to(*trainer.model, dev);  // in place: the optimizer's handles follow, its state is made at step 1
   if (dist::world().size > 1) trainer.distribute();
   // The loader's batches move one by one; each rank evaluates its part of the test set.
@@ -264,11 +265,11 @@ int run_train(Config o, Device dev) {
   auto save = [&] {  // the running sums of all ranks, saved by rank 0
     const std::vector<double> s = examples::sum_over_ranks({loss_sum, double(correct), double(seen)});
     if (!dist::is_main()) return;
-    trainer.save(ckpt, {{"epoch", num(epoch)}, {"batch", num(batch)}, {"loss_sum", num(s[0])},
-                        {"correct", num(s[1])}, {"seen", num(s[2])}, {"seconds", num(seconds)},
-                        {"data_dir", data_dir}, {"data_checksum", data.checksum},
-                        {"skipped", num(guard.skipped)}, {"skipped_in_a_row", num(guard.in_a_row)},
-                        {"threads", num(omp_get_max_threads())}, {"device", o.device}});
+    vit::save(trainer, o, ckpt, {{"epoch", num(epoch)}, {"batch", num(batch)}, {"loss_sum", num(s[0])},
+                                 {"correct", num(s[1])}, {"seen", num(s[2])}, {"seconds", num(seconds)},
+                                 {"data_dir", data_dir}, {"data_checksum", data.checksum},
+                                 {"skipped", num(guard.skipped)}, {"skipped_in_a_row", num(guard.in_a_row)},
+                                 {"threads", num(omp_get_max_threads())}, {"device", o.device}});
     good = ckpt, good_step = trainer.step();
   };
   const std::string self = data::sibling_program("vit_fmnist");

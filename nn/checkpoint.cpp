@@ -5,13 +5,13 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <set>
 #include <string_view>
 #include <vector>
 
 #include "linea/tensor/atomic_file.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/error.h"
+#include "linea/tensor/json.h"
 
 namespace linea::nn {
 
@@ -19,207 +19,10 @@ static_assert(std::endian::native == std::endian::little, "safetensors data is l
 
 namespace {
 
-// ---------------------------------------------------------------- a small JSON reader and writer
-//
-// Only what a safetensors header needs: objects, arrays, strings, integers (plus true/false/null
-// so that a foreign header still parses into a clear "unexpected value" error). Every read is
-// bounds-checked, nesting is limited, and duplicate keys are an error.
-
-struct Json {
-  enum class Kind { Null, Bool, Int, String, Array, Object } kind = Kind::Null;
-  int64_t i = 0;
-  std::string s;
-  struct Member;  // a key and its value; a vector may hold an incomplete type, a std::pair may not
-  std::vector<Json> items;      // Array
-  std::vector<Member> members;  // Object, in file order
-};
-struct Json::Member {
-  std::string key;
-  Json value;
-};
-
-constexpr int kMaxDepth = 8;  // a safetensors header needs 3
-
-class JsonParser {
- public:
-  JsonParser(const std::string& path, std::string_view text) : path_(path), t_(text) {}
-
-  Json document() {
-    Json v = value(0);
-    skip_ws();
-    if (p_ != t_.size()) fail("unexpected characters after the top-level value");
-    return v;
-  }
-
- private:
-  [[noreturn]] void fail(std::string_view what) const {
-    throw Error(fmt::format("[load_safetensors] '{}': malformed JSON header at byte {}: {}", path_, p_, what));
-  }
-  void skip_ws() {
-    while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\t' || t_[p_] == '\n' || t_[p_] == '\r')) ++p_;
-  }
-  char peek() {
-    skip_ws();
-    if (p_ >= t_.size()) fail("unexpected end of header");
-    return t_[p_];
-  }
-  void expect(char c) {
-    if (peek() != c) fail(fmt::format("expected '{}'", c));
-    ++p_;
-  }
-
-  Json value(int depth) {
-    if (depth > kMaxDepth) fail(fmt::format("nesting deeper than {} levels", kMaxDepth));
-    const char c = peek();
-    Json v;
-    if (c == '{') {
-      v.kind = Json::Kind::Object;
-      ++p_;
-      if (peek() == '}') return ++p_, v;
-      std::set<std::string> keys;
-      do {
-        if (peek() != '"') fail("expected a string key");
-        std::string key = string();
-        if (!keys.insert(key).second) fail(fmt::format("duplicate key \"{}\"", key));
-        expect(':');
-        v.members.push_back({std::move(key), value(depth + 1)});
-      } while (peek() == ',' && ++p_);
-      expect('}');
-    } else if (c == '[') {
-      v.kind = Json::Kind::Array;
-      ++p_;
-      if (peek() == ']') return ++p_, v;
-      do v.items.push_back(value(depth + 1));
-      while (peek() == ',' && ++p_);
-      expect(']');
-    } else if (c == '"') {
-      v.kind = Json::Kind::String;
-      v.s = string();
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      v.kind = Json::Kind::Int;
-      v.i = integer();
-    } else if (literal("true") || literal("false")) {
-      v.kind = Json::Kind::Bool;
-    } else if (!literal("null")) {
-      fail(fmt::format("unexpected character 0x{:02x}", static_cast<unsigned char>(c)));
-    }
-    return v;
-  }
-
-  bool literal(std::string_view word) {
-    if (t_.substr(p_, word.size()) != word) return false;
-    p_ += word.size();
-    return true;
-  }
-
-  // Integers only (no fraction or exponent: a header has none), range-checked to int64.
-  int64_t integer() {
-    const bool neg = t_[p_] == '-';
-    if (neg) ++p_;
-    if (p_ >= t_.size() || t_[p_] < '0' || t_[p_] > '9') fail("expected a digit");
-    uint64_t u = 0;
-    const uint64_t limit = neg ? uint64_t(INT64_MAX) + 1 : uint64_t(INT64_MAX);
-    while (p_ < t_.size() && t_[p_] >= '0' && t_[p_] <= '9') {
-      const unsigned d = t_[p_++] - '0';
-      if (u > (limit - d) / 10) fail("integer out of the int64 range");
-      u = u * 10 + d;
-    }
-    if (p_ < t_.size() && (t_[p_] == '.' || t_[p_] == 'e' || t_[p_] == 'E')) fail("expected an integer");
-    return neg ? static_cast<int64_t>(0 - u) : static_cast<int64_t>(u);
-  }
-
-  unsigned hex4() {
-    if (t_.size() - p_ < 4) fail("truncated \\u escape");
-    unsigned v = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char h = t_[p_++];
-      int d = -1;
-      if (h >= '0' && h <= '9') d = h - '0';
-      else if (h >= 'a' && h <= 'f') d = h - 'a' + 10;
-      else if (h >= 'A' && h <= 'F') d = h - 'A' + 10;
-      if (d < 0) fail("bad hex digit in \\u escape");
-      v = v * 16 + d;
-    }
-    return v;
-  }
-
-  std::string string() {
-    ++p_;  // the opening quote
-    std::string out;
-    while (true) {
-      if (p_ >= t_.size()) fail("unterminated string");
-      const char c = t_[p_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) fail("control character inside a string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (p_ >= t_.size()) fail("unterminated string");
-      switch (const char e = t_[p_++]) {
-        case '"': case '\\': case '/': out += e; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': append_utf8(out, codepoint()); break;
-        default: fail("bad escape in string");
-      }
-    }
-  }
-
-  // After "\u": one code point, joining a UTF-16 surrogate pair.
-  uint32_t codepoint() {
-    uint32_t cp = hex4();
-    if (cp >= 0xDC00 && cp <= 0xDFFF) fail("lone low surrogate in \\u escape");
-    if (cp >= 0xD800 && cp <= 0xDBFF) {
-      if (!literal("\\u")) fail("high surrogate without its low half");
-      const uint32_t lo = hex4();
-      if (lo < 0xDC00 || lo > 0xDFFF) fail("high surrogate without its low half");
-      cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-    }
-    return cp;
-  }
-
-  static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-
-  const std::string& path_;
-  std::string_view t_;
-  size_t p_ = 0;
-};
-
-// A JSON string literal: quotes, backslashes and control characters escaped; other bytes as is.
-std::string quote(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + '"';
-}
+// A safetensors header needs 3 levels; a deeper one is refused (tensor/json.h).
+constexpr int kMaxDepth = 8;
+using Json = json::Value;
+using json::quote;
 
 // ---------------------------------------------------------------- safetensors dtypes
 
@@ -397,7 +200,7 @@ Safetensors load_safetensors(const std::string& path) {
 
   const int64_t data_start = 8 + static_cast<int64_t>(n);
   Safetensors out;
-  const Json root = JsonParser(path, text).document();
+  const Json root = json::parse(text, fmt::format("[load_safetensors] '{}': malformed JSON header", path), kMaxDepth);
   for (const Entry& e : HeaderReader(path, file_size - data_start).read(root, out.metadata)) {
     Tensor t = empty(e.shape, e.dtype);
     f.seekg(data_start + e.begin);

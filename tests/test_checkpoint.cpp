@@ -335,7 +335,7 @@ TEST_CASE("malformed headers: each problem is named") {
 
   check("not json", 0, "malformed JSON header at byte 0");
   check("[]", 0, "the header is not a JSON object");
-  check("{", 0, "unexpected end of header");
+  check("{", 0, "malformed JSON header at byte 1: unexpected end of the text");
   check(R"({"a":})", 0, "unexpected character");
   check(R"({"a":)" + std::string(100000, '[') + std::string(100000, ']') + "}", 0, "nesting deeper than 8 levels");
   check(f32 + "x", 24, "after the top-level value");

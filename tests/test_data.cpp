@@ -347,7 +347,13 @@ TEST_CASE("Vocab: sorted distinct bytes, encode/decode round trip, save/load") {
   CHECK_THROWS_WITH_AS(Vocab::load(tmp().file("v3.json")), doctest::Contains("not a vocabulary file"),
                        linea::Error);
   write_bytes(tmp().file("v4.json"), "{\"format\": \"linea-char-vocab\", \"bytes\": [10, x]}");
-  CHECK_THROWS_WITH_AS(Vocab::load(tmp().file("v4.json")), doctest::Contains("bad entry"), linea::Error);
+  CHECK_THROWS_WITH_AS(Vocab::load(tmp().file("v4.json")), doctest::Contains("malformed JSON at byte 45: unexpected"),
+                       linea::Error);
+  write_bytes(tmp().file("v6.json"), "{\"format\": \"linea-char-vocab\", \"bytes\": [10, \"a\"]}");
+  CHECK_THROWS_WITH_AS(Vocab::load(tmp().file("v6.json")), doctest::Contains("bad entry a string at index 1"),
+                       linea::Error);
+  write_bytes(tmp().file("v7.json"), "{\"format\": \"linea-char-vocab\", \"bytes\": [10, 32], \"bytes\": [7]}");
+  CHECK_THROWS_WITH_AS(Vocab::load(tmp().file("v7.json")), doctest::Contains("duplicate key \"bytes\""), linea::Error);
   CHECK_THROWS_WITH_AS(Vocab::load(tmp().file("none.json")), doctest::Contains("cannot open"), linea::Error);
   // A directory or a device is no vocabulary (and /dev/zero would never end).
   CHECK_THROWS_WITH_AS(Vocab::load(tmp().dir.string()), doctest::Contains("not a regular file"), linea::Error);

@@ -1,4 +1,4 @@
-// The GPT decoder of examples/char_lm and examples/mqar (examples/gpt_model.h): training lowers
+// The library's GPT decoder (<linea/models/gpt.h>, the model of examples/char_lm and mqar): training lowers
 // the loss for every attention kind, MHLA's streaming generation reproduces the full forward,
 // a checkpoint resumes to the identical next step, and a tiny MQAR run learns to recall.
 #include <cmath>
@@ -6,12 +6,14 @@
 #include <filesystem>
 #include <map>
 
+#include <linea/models/gpt.h>
+
 #include "data/mqar.h"
 #include "data/sampling.h"
-#include "gpt_model.h"
 #include "helpers.h"
 
 using namespace linea;
+namespace gpt = linea::models::gpt;
 using linea::testing::allclose;
 
 namespace {
@@ -58,6 +60,7 @@ TEST_CASE("GPT: tied head shares the embedding; untied has its own; logits shape
   CHECK(untied.num_parameters() == tied.num_parameters() + 11 * 16);
   CHECK(tied.forward(zeros({2, 5}, DType::Int64)).shape() == Shape{2, 5, 11});
   CHECK_THROWS_WITH_AS(tied.forward(zeros({1, 33}, DType::Int64)), doctest::Contains("[GPT]"), Error);
+  CHECK_THROWS_WITH_AS(gpt::Trainer(nullptr, {}), doctest::Contains("[gpt::Trainer] needs a model"), Error);
 }
 
 TEST_CASE("GPT bias = false (nanoGPT's bias=False): biases stay zero and untrained, the loss still falls") {
@@ -210,23 +213,6 @@ TEST_CASE("Trainer: a step whose loss or grad norm is not finite updates nothing
     CHECK(next.finite);
     CHECK(std::isfinite(next.grad_norm));  // measured without clipping too
   }
-}
-
-TEST_CASE("GPT: the memory estimate covers at least the weights, their gradients and AdamW's moments") {
-  for (const char* attn : {"softmax", "linear", "mhla"})
-    for (bool tie : {true, false}) {
-      const gpt::ModelConfig c{.attn = attn, .vocab = 65, .layers = 2, .heads = 4, .dim = 64, .context = 256,
-                               .chunk = 16, .tie = tie};
-      const auto params = static_cast<double>(gpt::GPT(c).num_parameters());
-      CAPTURE(attn);
-      CAPTURE(tie);
-      CHECK(gpt::training_bytes(c, 12) >= 16 * params);
-      CHECK(gpt::training_bytes(c, 12) < 16 * params + 1e9);
-    }
-  // Sizes far past any machine's memory stay finite (no integer overflow on the way).
-  const double huge = gpt::training_bytes({.attn = "mhla", .vocab = 256, .context = 100000000, .chunk = 16}, 12);
-  CHECK(std::isfinite(huge));
-  CHECK(huge > 1e15);
 }
 
 TEST_CASE("GPT: scored_logits are forward's logits at the scored positions; attention-only blocks") {

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <string>
 
+#include <linea/models/gpt.h>
+#include <linea/models/vit.h>
+
 namespace linea::data {
 
 // Bytes the system can give without swapping (MemAvailable in /proc/meminfo), or -1 when it
@@ -28,6 +31,11 @@ struct TransformerSize {
 // moments, plus the activations a step keeps for its backward. An estimate (within a small factor)
 // for refusing configs that cannot fit, not a measurement.
 double training_bytes(const TransformerSize& s);
+// The same for the library's models: the ViT on `batch` images with Fashion-MNIST (70000 images)
+// held in memory, on the CPU or a GPU (which keeps no attention probabilities); the GPT on
+// `batch` windows of c.context tokens (a GPU slightly overestimated: the CPU's probabilities).
+double vit_training_bytes(const models::vit::ModelConfig& c, int64_t batch, bool on_cpu);
+double gpt_training_bytes(const models::gpt::ModelConfig& c, int64_t batch);
 
 // Throws "[program] ... needs about X GB ... only Y GB available ... lower <knobs>" when
 // `bytes_needed` is above available_memory(). The estimate is in double, so absurd sizes do not

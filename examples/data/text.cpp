@@ -3,7 +3,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+
+#include <linea/tensor/json.h>
 
 #include "data/sampling.h"
 
@@ -38,7 +39,7 @@ Vocab Vocab::from_text(std::string_view text) {
 
 void Vocab::save(const std::string& path) const {
   const std::string text =
-      fmt::format("{{\"format\": \"{}\", \"bytes\": [{}]}}\n", kVocabFormat, fmt::join(bytes_, ", "));
+      fmt::format("{{\"format\": {}, \"bytes\": [{}]}}\n", json::quote(kVocabFormat), fmt::join(bytes_, ", "));
   write_file_atomically(path, {text}, "Vocab");  // never a half-written vocabulary beside a checkpoint
 }
 
@@ -51,24 +52,21 @@ Vocab Vocab::load(const std::string& path) {
               path);
   const std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   // Only our own writer's layout is accepted: the format tag, then the "bytes" list of integers.
-  const size_t key = s.find("\"bytes\"");
-  const size_t open = s.find('[', key == std::string::npos ? 0 : key);
-  const size_t close = s.find(']', open == std::string::npos ? 0 : open);
-  LINEA_CHECK(s.find(kVocabFormat) != std::string::npos && key != std::string::npos && open != std::string::npos &&
-                  close != std::string::npos,
+  const json::Value doc = json::parse(s, fmt::format("[Vocab] {}: malformed JSON", path));
+  const json::Value* format = doc.find("format");
+  const json::Value* list = doc.find("bytes");
+  LINEA_CHECK(format != nullptr && format->kind == json::Value::Kind::String && format->s == kVocabFormat &&
+                  list != nullptr && list->kind == json::Value::Kind::Array,
               "[Vocab] {} is not a vocabulary file (expected {{\"format\": \"{}\", \"bytes\": [...]}})", path,
               kVocabFormat);
-  std::istringstream list(s.substr(open + 1, close - open - 1));
   std::vector<uint8_t> bytes;
-  std::string item;
-  while (std::getline(list, item, ',')) {
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    LINEA_CHECK(end != item.c_str() && item.find_first_not_of(" \t\n\r", end - item.c_str()) == std::string::npos &&
-                    v >= 0 && v < 256 && (bytes.empty() || v > bytes.back()),
-                "[Vocab] {}: bad entry \"{}\" (the bytes must be distinct integers 0..255 in increasing order)", path,
-                item);
-    bytes.push_back(static_cast<uint8_t>(v));
+  for (const json::Value& item : list->items) {
+    LINEA_CHECK(item.kind == json::Value::Kind::Int && item.i >= 0 && item.i < 256 &&
+                    (bytes.empty() || item.i > bytes.back()),
+                "[Vocab] {}: bad entry {} at index {} (the bytes must be distinct integers 0..255 in increasing order)",
+                path, item.kind == json::Value::Kind::Int ? std::to_string(item.i) : std::string(json::kind_name(item.kind)),
+                bytes.size());
+    bytes.push_back(static_cast<uint8_t>(item.i));
   }
   LINEA_CHECK(!bytes.empty(), "[Vocab] {}: the vocabulary is empty", path);
   return Vocab(std::move(bytes));

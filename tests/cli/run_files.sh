@@ -220,6 +220,8 @@ if [[ -n $vit && -s /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
   rc=$?
   grep -aq "stopped by SIGTERM at epoch 1, batch [0-9]*: resume with .*vit_fmnist --resume v1/checkpoint.safetensors" v1.txt &&
     [[ $rc -eq 143 ]] || fail "vit_fmnist SIGTERM: status $rc: $(tail -c 300 v1.txt)"
+  run_with "$vit" "vit_fmnist: resume with another --lr" 1 "--lr 0.01: the checkpoint was trained with --lr 0.002" \
+    --resume v1/checkpoint.safetensors --lr 0.01
   run_with "$vit" "vit_fmnist: the resume command" 0 "" --resume v1/checkpoint.safetensors --threads 1
   run_with "$vit" "vit_fmnist: the run uninterrupted" 0 "" "${vtiny[@]}" --out v2
   tensors() { local len; len=$(od -An -t u8 -N8 "$1" | tr -d ' '); tail -c +$((9 + len)) "$1"; }

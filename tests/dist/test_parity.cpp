@@ -1,6 +1,6 @@
 // Data parallelism changes nothing but the speed: R ranks, each training on its B/R rows of every
 // global batch, end at the parameters one process reaches on the whole batches (B rows), after 20
-// AdamW steps, for the ViT of vit_fmnist and the GPT of char_lm (small configs).
+// AdamW steps, for the library's ViT and GPT (linea::models, small configs).
 //
 // Tolerance: float32 sums in a different order (a batch mean computed as the mean of R partial
 // means, GEMMs over B/R rows instead of B) differ by a few ulps per step; AdamW, which divides by
@@ -16,12 +16,13 @@
 
 #include <linea/dist/dist.h>
 #include <linea/linea.h>
-
-#include "gpt_model.h"
-#include "vit_model.h"
+#include <linea/models/gpt.h>
+#include <linea/models/vit.h>
 
 using namespace linea;
 namespace dist = linea::dist;
+namespace gpt = linea::models::gpt;
+namespace vit = linea::models::vit;
 
 namespace {
 
@@ -62,14 +63,19 @@ struct Parity {
 }  // namespace
 
 TEST_CASE("ViT: R ranks x B/R follow 1 rank x B for 20 AdamW steps") {
-  vit::Config o;
-  o.attn = "mhla", o.dim = 32, o.depth = 2, o.heads = 2, o.batch = 16, o.warmup = 5, o.lr = 4e-3;
+  const vit::ModelConfig mc{.attn = "mhla", .dim = 32, .depth = 2, .heads = 2};
+  const vit::OptimConfig oc{.steps = kSteps, .lr = 4e-3, .warmup = 5};
+  const int64_t rows = 16;
+  auto make = [&] {
+    manual_seed(1);  // the same starting weights for each
+    return vit::Trainer(std::make_shared<vit::ViT>(mc), oc);
+  };
   auto batch = [&](int step) {
     Generator gen(1000 + step);
-    Tensor x = randn({o.batch, 1, o.img(), o.img()}, gen), y = randint(0, 10, {o.batch}, gen);
+    Tensor x = randn({rows, 1, mc.image, mc.image}, gen), y = randint(0, 10, {rows}, gen);
     return std::pair{x, y};
   };
-  vit::Trainer parallel(o, kSteps);
+  vit::Trainer parallel = make();
   parallel.distribute();
   for (int step = 0; step < kSteps; ++step) {
     auto [x, y] = batch(step);
@@ -77,7 +83,7 @@ TEST_CASE("ViT: R ranks x B/R follow 1 rank x B for 20 AdamW steps") {
   }
   check_same_on_every_rank(*parallel.model);
   if (!dist::is_main()) return;
-  vit::Trainer single(o, kSteps), start(o, kSteps);
+  vit::Trainer single = make(), start = make();
   for (int step = 0; step < kSteps; ++step) {
     auto [x, y] = batch(step);
     single.train_step(x, y);

@@ -1,26 +1,20 @@
-// The Fashion-MNIST vision transformer of examples/vit_fmnist.cpp: its options (parsed from the
-// command line), the model, and one training step. A small library of its own, so that
-// tests/test_vit.cpp trains the very same model the example does.
-//
-//   image [B, 1, 32, 32] ─ PatchEmbed (8×8 patches, block-major) ─ + learned positions
-//     ─ depth × TransformerBlock(attention = softmax | linear | mhla) ─ mean over tokens
-//     ─ LayerNorm ─ Linear ─ logits [B, 10]
-//
-// Tokens are laid out block-major: the 4×4 patch grid is cut into 2×2 blocks of 2×2 patches and
-// each block's 4 tokens are contiguous — the layout MHLA mixes (its M = 4 blocks). Softmax and
-// linear attention do not care about token order, so every kind uses the same layout.
+// vit_fmnist's options (parsed from the command line) around the library's ViT
+// (<linea/models/vit.h>): the flags, their checks, and the model, recipe and trainer they make.
 #pragma once
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include <linea/dist/data_parallel.h>
-#include <linea/linea.h>
+#include <linea/models/vit.h>
 
 namespace vit {
 
-using linea::Tensor;
+using linea::models::vit::EvalStats;
+using linea::models::vit::ModelConfig;
+using linea::models::vit::OptimConfig;
+using linea::models::vit::StepStats;
+using linea::models::vit::Trainer;
+using linea::models::vit::ViT;
 
 // Everything a run is configured by. The defaults are the default `make train` run.
 struct Config {
@@ -80,64 +74,12 @@ std::string usage();
 // About the bytes a training run of `o` takes, Fashion-MNIST in memory included (data/memory_budget.h).
 double training_bytes(const Config& o);
 
-class ViT : public linea::nn::Module {
- public:
-  explicit ViT(const Config& o);
-  Tensor forward(const Tensor& images) override;  // [B, 1, 32, 32] float32 -> logits [B, 10]
-
-  std::shared_ptr<linea::nn::PatchEmbed> patch;
-  std::shared_ptr<linea::nn::PositionalEmbedding> pos_embed;
-  std::shared_ptr<linea::nn::Sequential> blocks;  // of TransformerBlock
-  linea::nn::TransformerBlock& block(size_t i) const;
-  std::shared_ptr<linea::nn::LayerNorm> norm;
-  std::shared_ptr<linea::nn::Linear> head;
-};
-
-struct StepStats {
-  double loss = 0;      // the mean (label-smoothed) loss of the batch
-  int64_t correct = 0;  // argmax hits in the batch
-  double grad_norm = 0;  // the global grad norm before clipping
-  // false: the loss or the grad norm was a NaN or an infinity (on some rank), and the step left
-  // the weights and the optimizer as they were; only the step count moved on.
-  bool finite = true;
-  double forward_s = 0, backward_s = 0, update_s = 0;  // where the step's time went
-};
-
-struct EvalStats {
-  double loss = 0;  // mean cross-entropy, no label smoothing
-  double accuracy = 0;
-};
-
-// The model, its AdamW optimizer and the LR schedule, advanced one batch at a time.
-class Trainer {
- public:
-  // Seeds the global generator with o.seed and builds the model; `total_steps` sizes the cosine.
-  Trainer(const Config& o, int64_t total_steps);
-  // One optimizer step on a batch (x [B, 1, 32, 32] float32, y [B] int64) at the lr of step(). A
-  // step whose loss or grad norm is not finite updates nothing (StepStats::finite).
-  StepStats train_step(const Tensor& x, const Tensor& y);
-  // Loss and accuracy over a whole set, in eval mode without a graph, `batch` images at a time.
-  EvalStats evaluate(const Tensor& x, const Tensor& y, int64_t batch = 1000);
-  double lr() const;  // the lr the next step uses
-  int64_t step() const { return step_; }
-  // Data-parallel from here on (call after moving the model to its device): rank 0's weights
-  // everywhere, and each train_step averages the gradients over the ranks before the update.
-  // Every rank then passes its shard of the global batch to train_step.
-  void distribute(linea::dist::DataParallelOptions opts = {});
-
-  // A checkpoint holds the model, the optimizer, `extra` (say the data position) and, under
-  // "config" and "step", the config line and the step count.
-  void save(const std::string& path, linea::nn::Metadata extra = {}) const;
-  linea::nn::Metadata load(const std::string& path);
-
-  std::shared_ptr<ViT> model;
-  std::unique_ptr<linea::nn::AdamW> optimizer;
-  std::unique_ptr<linea::dist::DataParallel> data_parallel;  // set by distribute()
-
- private:
-  Config opts_;
-  linea::nn::WarmupCosine schedule_;
-  int64_t step_ = 0;
-};
+// The library's model config and recipe from the run's flags; `total_steps` sizes the cosine.
+ModelConfig model_config(const Config& o);
+OptimConfig optim_config(const Config& o, int64_t total_steps);
+// Seeds the global generator with o.seed, then builds the model and its trainer.
+Trainer make_trainer(const Config& o, int64_t total_steps);
+// The checkpoint a run saves: the trainer's, with the run's config line and the program's name.
+void save(const Trainer& trainer, const Config& o, const std::string& path, linea::nn::Metadata extra = {});
 
 }  // namespace vit

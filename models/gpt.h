@@ -1,6 +1,5 @@
-// The GPT-style decoder of examples/char_lm.cpp and examples/mqar.cpp, its training step and its
-// token-by-token generation. A small library of its own, so that tests/test_lm.cpp trains and
-// samples the very same model.
+// A GPT-style decoder (the model of examples/char_lm and examples/mqar), its trainer and its
+// token-by-token generation.
 //
 //   tokens [B, T] ─ token embedding + learned positions ─ layers × TransformerBlock(causal,
 //     attention = softmax | linear | mhla) ─ LayerNorm ─ head (tied to the token embedding, or
@@ -18,12 +17,11 @@
 #include <utility>
 #include <vector>
 
-#include <linea/dist/data_parallel.h>
-#include <linea/linea.h>
+#include "linea/dist/data_parallel.h"
+#include "linea/linea.h"
+#include "linea/models/run_checkpoint.h"  // the checkpoints Trainer::save writes
 
-namespace gpt {
-
-using linea::Tensor;
+namespace linea::models::gpt {
 
 struct ModelConfig {
   std::string attn = "mhla";  // softmax | linear | mhla
@@ -45,7 +43,7 @@ struct ModelConfig {
 // x + Σ_j w_j ⊙ x_{t−j}, j < taps, per channel (x_{t−j} = 0 before the start): each token sees
 // the few before it. Linear attention cannot focus on one position, so without it it cannot
 // tell which value followed which key (Zoology/Based: short convolutions supply that).
-class ShortConv : public linea::nn::Module {
+class ShortConv : public nn::Module {
  public:
   ShortConv(int64_t taps, int64_t dim);
   Tensor forward(const Tensor& x) override;  // [B, T, dim] -> [B, T, dim]
@@ -53,7 +51,7 @@ class ShortConv : public linea::nn::Module {
   Tensor weight;  // [taps, dim], starts as U(±1/sqrt(taps)) (PyTorch's Conv1d)
 };
 
-class GPT : public linea::nn::Module {
+class GPT : public nn::Module {
  public:
   explicit GPT(const ModelConfig& c);
   Tensor forward(const Tensor& tokens) override;  // int64 [B, T], T <= context -> logits [B, T, vocab]
@@ -65,15 +63,15 @@ class GPT : public linea::nn::Module {
   // The head on final hidden states [..., dim] -> [..., vocab] (after ln_f).
   Tensor head_logits(const Tensor& h);
   const ModelConfig& config() const { return cfg_; }
-  linea::nn::TransformerBlock& block(size_t i) const;
+  nn::TransformerBlock& block(size_t i) const;
   int64_t num_trainable() const;  // elements of the parameters that train (without frozen biases)
 
-  std::shared_ptr<linea::nn::Embedding> tok_emb;
-  std::shared_ptr<linea::nn::PositionalEmbedding> pos_emb;
+  std::shared_ptr<nn::Embedding> tok_emb;
+  std::shared_ptr<nn::PositionalEmbedding> pos_emb;
   std::shared_ptr<ShortConv> conv;  // null unless short_conv > 0
-  std::shared_ptr<linea::nn::Sequential> blocks;  // of TransformerBlock
-  std::shared_ptr<linea::nn::LayerNorm> ln_f;
-  std::shared_ptr<linea::nn::Linear> head;  // null when tied
+  std::shared_ptr<nn::Sequential> blocks;  // of TransformerBlock
+  std::shared_ptr<nn::LayerNorm> ln_f;
+  std::shared_ptr<nn::Linear> head;  // null when tied
 
  private:
   ModelConfig cfg_;
@@ -95,14 +93,14 @@ class Decoder {
   void restart_streams();
   GPT& model_;
   std::vector<int64_t> tokens_;  // the window the next logits depend on
-  std::vector<linea::nn::functional::MHLAStream> streams_;  // MHLA only: one per layer
+  std::vector<nn::functional::MHLAStream> streams_;  // MHLA only: one per layer
   int64_t pos_ = 0;  // tokens fed to the streams
 };
 
 // Samples `n` tokens after `prompt` (at least one token) at `temperature`, from the `top_k` most
 // likely (0: all).
 std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& prompt, int64_t n, double temperature,
-                              int64_t top_k, linea::Generator& gen);
+                              int64_t top_k, Generator& gen);
 
 // nanoGPT's recipe: AdamW (decay on weight matrices and embeddings, not on biases, norms or MHLA's
 // mix), linear warm-up then cosine decay to min_lr, global grad-norm clipping.
@@ -138,31 +136,29 @@ class Trainer {
   // Data-parallel from here on: rank 0's weights everywhere, and each train_step averages the
   // gradients over the ranks before clipping and the update. Each rank passes its shard of the
   // global batch to train_step.
-  void distribute(linea::dist::DataParallelOptions opts = {});
+  void distribute(dist::DataParallelOptions opts = {});
 
-  // model + optimizer + `meta` (plus "step") in one safetensors file; load returns the metadata.
-  void save(const std::string& path, linea::nn::Metadata meta) const;
-  linea::nn::Metadata load(const std::string& path);
+  // model + optimizer + `meta` (plus "step") in one safetensors file (models/run_checkpoint.h);
+  // load returns the metadata.
+  void save(const std::string& path, nn::Metadata meta) const;
+  nn::Metadata load(const std::string& path);
 
   std::shared_ptr<GPT> model;
-  std::unique_ptr<linea::nn::AdamW> optimizer;
-  std::unique_ptr<linea::dist::DataParallel> data_parallel;  // set by distribute()
+  std::unique_ptr<nn::AdamW> optimizer;
+  std::unique_ptr<dist::DataParallel> data_parallel;  // set by distribute()
 
  private:
   OptimConfig opts_;
   std::vector<Tensor> trainable_;  // the parameters with requires_grad (clipped and updated)
-  linea::nn::WarmupCosine schedule_;
+  nn::WarmupCosine schedule_;
   int64_t step_ = 0;
 };
-
-// About the bytes training `c` on `batch` windows of c.context tokens takes (data/memory_budget.h).
-double training_bytes(const ModelConfig& c, int64_t batch);
 
 // Mean cross-entropy over batches, no graph, in eval mode.
 double mean_loss(GPT& model, const std::vector<std::pair<Tensor, Tensor>>& batches);
 
 // A checkpoint's model weights only (the "model." entries), e.g. to sample from it; any model
 // (attention_lab loads the ViT with it too).
-void load_weights(linea::nn::Module& model, const std::string& checkpoint);
+void load_weights(nn::Module& model, const std::string& checkpoint);
 
-}  // namespace gpt
+}  // namespace linea::models::gpt

@@ -1,20 +1,14 @@
-#include "gpt_model.h"
-
-#include "data/memory_budget.h"
-#include "run_checkpoint.h"
+#include "linea/models/gpt.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
-#include <fmt/format.h>
-#include <linea/dist/dist.h>
-#include <linea/tensor/backend.h>  // attention_probs_size: what the softmax kernel keeps per row
+#include "linea/dist/dist.h"
 
-namespace gpt {
+namespace linea::models::gpt {
 
-using namespace linea;
-namespace F = linea::nn::functional;
+namespace F = nn::functional;
 
 // ---------------------------------------------------------------- the model
 
@@ -258,6 +252,7 @@ std::vector<nn::ParamGroup> param_groups(const nn::Module& m, double weight_deca
 }  // namespace
 
 Trainer::Trainer(std::shared_ptr<GPT> m, const OptimConfig& o) : model(std::move(m)), opts_(o) {
+  LINEA_CHECK(model != nullptr, "[gpt::Trainer] needs a model, got a null pointer");
   for (const Tensor& p : model->parameters())
     if (p.requires_grad()) trainable_.push_back(p);
   optimizer = std::make_unique<nn::AdamW>(
@@ -314,11 +309,11 @@ void Trainer::distribute(dist::DataParallelOptions opts) {
 }
 
 void Trainer::save(const std::string& path, nn::Metadata meta) const {
-  examples::save_run(path, *model, *optimizer, step_, std::move(meta));
+  save_run(path, *model, *optimizer, step_, std::move(meta));
 }
 
 nn::Metadata Trainer::load(const std::string& path) {
-  return examples::load_run(path, *model, *optimizer, step_, "GPT");
+  return load_run(path, *model, *optimizer, step_, "GPT");
 }
 
 double mean_loss(GPT& model, const std::vector<std::pair<Tensor, Tensor>>& batches) {
@@ -331,20 +326,6 @@ double mean_loss(GPT& model, const std::vector<std::pair<Tensor, Tensor>>& batch
   return batches.empty() ? 0.0 : sum / static_cast<double>(batches.size());
 }
 
-double training_bytes(const ModelConfig& c, int64_t batch) {
-  const double chunks = c.attn == "softmax" ? 0 : std::ceil(double(c.context) / double(c.chunk));
-  const double vocab = double(c.vocab), dim = double(c.dim), tokens = double(batch) * double(c.context);
-  return data::training_bytes({.batch = double(batch), .tokens = double(c.context), .dim = dim,
-                               .heads = double(c.heads), .layers = double(c.layers), .mlp_ratio = c.mlp_ratio,
-                               .chunks = chunks, .mix = c.attn == "mhla" ? chunks * chunks : 0,
-                               .other_params = (vocab + double(c.context) + 2) * dim + (c.tie ? 0 : vocab * dim),
-                               .other_floats = 3 * tokens * vocab,  // logits, their softmax and its gradient
-                               // what the CPU backend keeps (a GPU keeps none: there it slightly overestimates)
-                               .probs = c.attn == "softmax" ? double(backend(Device::cpu()).attention_probs_size(
-                                                                  c.context, DType::Float32))
-                                                            : 0});
-}
-
 void load_weights(nn::Module& model, const std::string& checkpoint) {
   nn::StateDict weights;
   for (auto& [name, t] : nn::load_safetensors(checkpoint).tensors)
@@ -352,4 +333,4 @@ void load_weights(nn::Module& model, const std::string& checkpoint) {
   model.load_state_dict(weights);
 }
 
-}  // namespace gpt
+}  // namespace linea::models::gpt
