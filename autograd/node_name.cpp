@@ -37,9 +37,7 @@ const std::map<std::string, std::string, std::less<>>& table() {
       {"slice", "SliceBackward0"}, {"select", "SelectBackward0"}, {"contiguous", "CloneBackward0"},
       {"clone", "CloneBackward0"}, {"to", "ToCopyBackward0"},
       // losses (nn/loss.cpp)
-      {"cross_entropy", "NllLossBackward0"}, {"nll_loss", "NllLossBackward0"},
-      {"binary_cross_entropy", "BinaryCrossEntropyBackward0"},
-      {"binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward0"},
+      {"cross_entropy", "NllLossBackward0"}, {"binary_cross_entropy", "BinaryCrossEntropyBackward0"},
   };
   return names;
 }
