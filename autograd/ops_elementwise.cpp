@@ -168,6 +168,12 @@ Tensor silu(const Tensor& x) {
   return activation("silu", UnaryOp::Silu, x);
 }
 
+// Composed: where's backward hands g to x > 0 and the product's scales it by the slope elsewhere.
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  check_floating("leaky_relu", x);
+  return where(gt(x, scalar(0, {x.dtype(), x.device()})), x, x * negative_slope);
+}
+
 Tensor softplus(const Tensor& x) {
   check_floating("softplus", x);
   // d/dx log(1 + e^x) = e^x / (1 + e^x) = sigmoid(x)

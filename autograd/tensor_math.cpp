@@ -115,12 +115,20 @@ Tensor Tensor::operator[](const Tensor& idx) const {
 
 Tensor Tensor::sum() const { return linea::sum(*this); }
 Tensor Tensor::sum(int64_t dim, bool keepdim) const { return linea::sum(*this, {dim}, keepdim); }
-Tensor Tensor::sum(std::vector<int64_t> dims, bool keepdim) const { return linea::sum(*this, std::move(dims), keepdim); }
-Tensor Tensor::sum(std::initializer_list<int64_t> dims, bool keepdim) const { return linea::sum(*this, dims, keepdim); }
+Tensor Tensor::sum(std::vector<int64_t> dims, bool keepdim) const {
+  return linea::sum(*this, std::move(dims), keepdim);
+}
+Tensor Tensor::sum(std::initializer_list<int64_t> dims, bool keepdim) const {
+  return linea::sum(*this, dims, keepdim);
+}
 Tensor Tensor::mean() const { return linea::mean(*this); }
 Tensor Tensor::mean(int64_t dim, bool keepdim) const { return linea::mean(*this, {dim}, keepdim); }
-Tensor Tensor::mean(std::vector<int64_t> dims, bool keepdim) const { return linea::mean(*this, std::move(dims), keepdim); }
-Tensor Tensor::mean(std::initializer_list<int64_t> dims, bool keepdim) const { return linea::mean(*this, dims, keepdim); }
+Tensor Tensor::mean(std::vector<int64_t> dims, bool keepdim) const {
+  return linea::mean(*this, std::move(dims), keepdim);
+}
+Tensor Tensor::mean(std::initializer_list<int64_t> dims, bool keepdim) const {
+  return linea::mean(*this, dims, keepdim);
+}
 Tensor Tensor::var() const { return linea::var(*this); }
 Tensor Tensor::max() const { return linea::max(*this); }
 Tensor Tensor::min() const { return linea::min(*this); }

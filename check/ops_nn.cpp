@@ -114,8 +114,9 @@ std::vector<OpCase> nn_cases() {
     c.push_back({fmt::format("mse_loss reduction {}", rname), {{3, 4}, {3, 4}},
                  [red = red](V x) { return nn::mse_loss(x[0], x[1], red); }, R});
     c.push_back({fmt::format("nll_loss reduction {}, ignore_index", rname), {{4, 6}},
-                 [red = red](V x) { return nn::nll_loss(log_softmax(x[0], 1), index(x[0], {5, -100, 0, 3}, {4}), red); },
-                 R});
+                 [red = red](V x) {
+                   return nn::nll_loss(log_softmax(x[0], 1), index(x[0], {5, -100, 0, 3}, {4}), red);
+                 }, R});
     for (double beta : {1.0, 0.5, 0.0})
       c.push_back({fmt::format("smooth_l1_loss reduction {}, beta {}", rname, beta), {{3, 4}, {3, 4}},
                    [red = red, beta](V x) { return nn::smooth_l1_loss(x[0], x[1], red, beta); }, R});
