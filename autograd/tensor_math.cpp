@@ -202,6 +202,8 @@ Tensor Tensor::exp() const { return linea::exp(*this); }
 Tensor Tensor::log() const { return linea::log(*this); }
 Tensor Tensor::sqrt() const { return linea::sqrt(*this); }
 Tensor Tensor::tanh() const { return linea::tanh(*this); }
+Tensor Tensor::sin() const { return linea::sin(*this); }
+Tensor Tensor::cos() const { return linea::cos(*this); }
 Tensor Tensor::sigmoid() const { return linea::sigmoid(*this); }
 Tensor Tensor::relu() const { return linea::relu(*this); }
 Tensor Tensor::clamp(double lo, double hi) const { return linea::clamp(*this, lo, hi); }

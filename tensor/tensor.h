@@ -189,6 +189,8 @@ class Tensor {
   Tensor log() const;
   Tensor sqrt() const;
   Tensor tanh() const;
+  Tensor sin() const;
+  Tensor cos() const;
   Tensor sigmoid() const;
   Tensor relu() const;
   Tensor clamp(double lo, double hi) const;
