@@ -361,4 +361,5 @@ TEST_CASE("an MLP regression, as libtorch's tutorials write it, trains with chai
   const std::vector<double> designated = train(nn::SGDOptions{.lr = 0.05, .momentum = 0.9});
   CHECK(chained == designated);  // one optimizer, two spellings of its options
   CHECK(chained.back() < chained.front() / 10);
+  CHECK(train(0.05) == train(nn::SGDOptions{.lr = 0.05}));  // SGD(params, lr)
 }
