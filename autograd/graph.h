@@ -41,8 +41,9 @@ struct Node {
   std::vector<std::shared_ptr<Meta>> inputs;    // null where the input needs no gradient
   std::vector<Shape> input_shapes;              // to check what backward returns
   std::vector<DType> input_dtypes;
-  // The inputs' and the output's storages as they were when the op ran: backward refuses to run
-  // once an in-place op has written one of them since (its saved values would be stale).
+  // The inputs' storages (and the output's, where the backward keeps it) as they were when the op
+  // ran: backward refuses to run once an in-place op has written one of them since (its saved
+  // values would be stale). Empty for views and copies, whose backwards read no values.
   std::vector<SavedVersion> versions;
   bool is_view = false;                         // the output shares its input's storage
   BackwardFn backward;                          // released after use unless retain_graph

@@ -5,8 +5,9 @@
 // In place: x op= y computes the op out of place and writes the result into x's storage, then
 // counts a new version of that storage. When the op records a node, the node reads a copy of x,
 // not the storage it overwrites; and x takes the node's Meta, so it joins the graph as libtorch's
-// x does. Backward refuses a node whose inputs or output were overwritten since it ran
-// (autograd/engine.cpp, check_versions): a stale value is an error, never a wrong gradient.
+// x does. Backward refuses a node whose inputs (or output, where its backward keeps it) were
+// overwritten since it ran (autograd/engine.cpp, check_versions): a stale value is an error, never
+// a wrong gradient.
 #include <cmath>
 #include <functional>
 #include <limits>
