@@ -2,8 +2,9 @@
 // dtype. Copying a Tensor copies the handle, not the data; views share the Storage.
 //
 // tensor/ knows nothing of autograd: TensorImpl only carries an opaque pointer that autograd/
-// fills in, and the autograd and view members below are declared here, with the rest of Tensor,
-// and defined in autograd/tensor_methods.cpp (one library: the linker joins the two layers).
+// fills in, and the autograd, view and math members below are declared here, with the rest of
+// Tensor, and defined in autograd/tensor_methods.cpp and autograd/tensor_math.cpp (one library:
+// the linker joins the two layers).
 #pragma once
 #include <cstdint>
 #include <initializer_list>
