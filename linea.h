@@ -35,6 +35,7 @@
 #include "linea/nn/loss.h"
 #include "linea/nn/norm.h"
 #include "linea/nn/optim.h"
+#include "linea/nn/optim_options.h"
 #include "linea/nn/transformer.h"
 
 #include "linea/cuda/runtime.h"

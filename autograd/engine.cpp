@@ -51,8 +51,22 @@ std::vector<Node*> topo_order(Node* root) {
 
 void check_grad(const Node& node, size_t i, const Tensor& g) {
   LINEA_CHECK(g.shape() == node.input_shapes[i] && g.dtype() == node.input_dtypes[i],
-              "[backward] {} returned a gradient of shape {} {} for input {} of shape {} {}", node.name,
+              "[backward] {} returned a gradient of shape {} {} for input {} of shape {} {}", node.op,
               shape_str(g.shape()), g.dtype(), i, shape_str(node.input_shapes[i]), node.input_dtypes[i]);
+}
+
+// PyTorch's check: an in-place op since the forward wrote a tensor this node may have saved.
+// linea checks every input and the output (PyTorch only the tensors the backward saved), so it
+// also refuses a backward that would not have read the overwritten values.
+void check_versions(const Node& node) {
+  for (const SavedVersion& v : node.versions) {
+    const std::shared_ptr<Storage> s = v.storage.lock();
+    LINEA_CHECK(!s || s->version == v.version,
+                "[backward] one of the tensors needed for gradient computation has been modified by an in-place "
+                "operation: an input or the output of {} is at version {}; expected version {}. Write the update "
+                "out of place (x = x + y) or do it after backward",
+                node.name(), s ? s->version : 0, v.version);
+  }
 }
 
 void accumulate_leaf(Meta& leaf, Tensor g) {
@@ -127,21 +141,22 @@ void run_backward(const Tensor& root, Tensor grad, bool retain_graph) {
     LINEA_CHECK(node->backward != nullptr,
                 "[backward] {}: the graph was already freed by an earlier backward; pass retain_graph=true to "
                 "the first backward to run backward through it twice",
-                node->name);
+                node->op);
+    check_versions(*node);
     std::vector<Tensor> gins;
     if (anomaly) {
-      AnomalyBackwardScope scope(node->name);
+      AnomalyBackwardScope scope(node->op);
       gins = node->backward(g);
     } else {
       gins = node->backward(g);
     }
-    LINEA_CHECK(gins.size() == node->inputs.size(), "[backward] {} returned {} gradients for {} inputs", node->name,
+    LINEA_CHECK(gins.size() == node->inputs.size(), "[backward] {} returned {} gradients for {} inputs", node->op,
                 gins.size(), node->inputs.size());
     for (size_t i = 0; i < gins.size(); ++i) {
       const auto& meta = node->inputs[i];
       if (!meta || !gins[i].defined()) continue;
       check_grad(*node, i, gins[i]);
-      if (anomaly) check_backward_finite(node->name, i, gins[i], g);
+      if (anomaly) check_backward_finite(node->op, i, gins[i], g);
       if (meta->grad_fn) {
         auto [slot, fresh] = grads.try_emplace(meta->grad_fn.get(), gins[i]);
         if (!fresh) accumulate_pending(slot->second, gins[i]);

@@ -13,30 +13,45 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-Tensor record(std::string name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward) {
-  if (is_anomaly_enabled()) check_forward_finite(name, out, inputs);
-  return record_view(std::move(name), std::move(out), inputs, std::move(backward));
-}
+namespace {
 
-Tensor record_view(std::string name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward) {
+// The node of `out`. `inputs_read` / `output_read`: whether its backward may read those values,
+// whose versions are then checked before it runs (views and copies only read geometry, so a
+// write after them is caught by the op that reads the values).
+Tensor attach(std::string name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward, bool inputs_read,
+              bool output_read) {
   if (!needs_grad(inputs)) return out;
   LINEA_CHECK(!out.impl().autograd, "[{}] internal: the output handle is already part of a graph (an op must "
               "record on a fresh tensor, never on one of its inputs)", name);
   auto node = std::make_shared<Node>();
-  node->name = std::move(name);
+  node->op = std::move(name);
   for (const Tensor& t : inputs) {
     bool g = t.defined() && t.requires_grad();
     if (g && !t.impl().autograd) t.impl().autograd = std::make_shared<Meta>();
     node->inputs.push_back(g ? t.impl().autograd : nullptr);
     node->input_shapes.push_back(t.defined() ? t.shape() : Shape{});
     node->input_dtypes.push_back(t.defined() ? t.dtype() : DType::Float32);
+    if (inputs_read && t.defined()) node->versions.push_back({t.storage(), t.storage()->version});
   }
+  if (output_read) node->versions.push_back({out.storage(), out.storage()->version});
+  node->is_view = inputs.size() == 1 && inputs[0].defined() && inputs[0].storage() == out.storage();
   node->backward = std::move(backward);
   // `out` may be a view sharing an impl with nothing else; give it its own Meta.
   auto meta = std::make_shared<Meta>();
   meta->grad_fn = std::move(node);
   out.impl().autograd = std::move(meta);
   return out;
+}
+
+}  // namespace
+
+Tensor record(std::string name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward, Saves saves) {
+  if (is_anomaly_enabled()) check_forward_finite(name, out, inputs);
+  return attach(std::move(name), std::move(out), inputs, std::move(backward), true, saves == Saves::InputsAndOutput);
+}
+
+Tensor record_view(std::string name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward) {
+  return attach(std::move(name), std::move(out), inputs, std::move(backward), false, false);
 }
 
 Tensor sum_to(const Tensor& grad, const Shape& shape) {
@@ -62,13 +77,18 @@ Tensor custom_function(std::string name, const std::vector<Tensor>& inputs, cons
   }
   LINEA_CHECK(f.output.defined(), "[{}] custom forward returned an undefined output", name);
   std::vector<Tensor> saved;
+  bool saves_output = false;
   if (autograd::needs_grad(inputs))
-    for (const Tensor& s : f.saved) saved.push_back(s.defined() ? s.detach() : s);
+    for (const Tensor& s : f.saved) {
+      saved.push_back(s.defined() ? s.detach() : s);
+      saves_output = saves_output || (s.defined() && s.storage() == f.output.storage());
+    }
   // record() returns the output as it is when no gradient is needed (after anomaly mode's check).
   return autograd::record(name, f.output.detach(), inputs,
                           [saved = std::move(saved), backward = std::move(backward)](const Tensor& g) {
                             return backward(saved, g);
-                          });
+                          },
+                          saves_output ? autograd::Saves::InputsAndOutput : autograd::Saves::Inputs);
 }
 
 }  // namespace linea

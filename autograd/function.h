@@ -22,7 +22,12 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 // (autograd/anomaly.h) `out` is checked first.
 // The lambda must not capture `out` itself (that would be a reference cycle): capture
 // out.detach() instead, which shares the data but not the graph.
-Tensor record(std::string name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward);
+// `saves` says what the backward reads besides the gradient; the engine refuses to run it once an
+// in-place op has written one of those tensors (Node::versions). Every input is counted, as if
+// read; the output only where the backward keeps it (exp's, sigmoid's, softmax's...).
+enum class Saves { Inputs, InputsAndOutput };
+Tensor record(std::string name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward,
+              Saves saves = Saves::Inputs);
 // record() for views and same-dtype copies, which cannot make a non-finite value: anomaly mode
 // leaves a bad value they pass on to the op that reads it (the matmul called, not its expand).
 Tensor record_view(std::string name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward);

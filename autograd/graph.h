@@ -29,12 +29,27 @@ struct Meta {
   GradReadyHook grad_ready;         // leaves: see set_grad_ready_hook
 };
 
+// A storage's version when a node was recorded (Storage::version). Weak: a node never keeps
+// memory alive for the check, and a storage nobody holds cannot have been written.
+struct SavedVersion {
+  std::weak_ptr<Storage> storage;
+  uint64_t version;
+};
+
 struct Node {
-  std::string name;                             // the op, for error messages
+  std::string op;                               // linea's name of the op ("add"), for error messages
   std::vector<std::shared_ptr<Meta>> inputs;    // null where the input needs no gradient
   std::vector<Shape> input_shapes;              // to check what backward returns
   std::vector<DType> input_dtypes;
+  // The inputs' storages (and the output's, where the backward keeps it) as they were when the op
+  // ran: backward refuses to run once an in-place op has written one of them since (its saved
+  // values would be stale). Empty for views and copies, whose backwards read no values.
+  std::vector<SavedVersion> versions;
+  bool is_view = false;                         // the output shares its input's storage
   BackwardFn backward;                          // released after use unless retain_graph
+  // PyTorch's name of this node ("AddBackward0", "MmBackward0"): what grad_fn()->name() reads
+  // in libtorch. Ops without a PyTorch counterpart (custom functions) keep their own name.
+  std::string name() const;
 };
 
 // Grad mode: while off (NoGradGuard), ops record nothing. Thread-local, like PyTorch's.

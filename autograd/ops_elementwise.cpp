@@ -14,6 +14,7 @@ namespace linea {
 
 using autograd::record;
 using autograd::sum_to;
+using autograd::Saves;
 
 namespace {
 
@@ -101,7 +102,8 @@ Tensor neg(const Tensor& x) {
 Tensor exp(const Tensor& x) {
   check_floating("exp", x);
   Tensor out = apply(UnaryOp::Exp, x);
-  return record("exp", out, {x}, [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * y}; });
+  return record("exp", out, {x}, [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * y}; },
+                Saves::InputsAndOutput);
 }
 
 Tensor log(const Tensor& x) {
@@ -114,7 +116,8 @@ Tensor sqrt(const Tensor& x) {
   check_floating("sqrt", x);
   Tensor out = apply(UnaryOp::Sqrt, x);
   return record("sqrt", out, {x},
-                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g / (y * 2.0)}; });
+                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g / (y * 2.0)}; },
+                Saves::InputsAndOutput);
 }
 
 Tensor rsqrt(const Tensor& x) {
@@ -122,14 +125,16 @@ Tensor rsqrt(const Tensor& x) {
   Tensor out = apply(UnaryOp::Rsqrt, x);
   // d x^(-1/2) = -1/2 x^(-3/2) = -1/2 y^3
   return record("rsqrt", out, {x},
-                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * (y * y * y * -0.5)}; });
+                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * (y * y * y * -0.5)}; },
+                Saves::InputsAndOutput);
 }
 
 Tensor tanh(const Tensor& x) {
   check_floating("tanh", x);
   Tensor out = apply(UnaryOp::Tanh, x);
   return record("tanh", out, {x},
-                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * (1.0 - y * y)}; });
+                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * (1.0 - y * y)}; },
+                Saves::InputsAndOutput);
 }
 
 Tensor sin(const Tensor& x) {
@@ -148,7 +153,8 @@ Tensor sigmoid(const Tensor& x) {
   check_floating("sigmoid", x);
   Tensor out = apply(UnaryOp::Sigmoid, x);
   return record("sigmoid", out, {x},
-                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * y * (1.0 - y)}; });
+                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * y * (1.0 - y)}; },
+                Saves::InputsAndOutput);
 }
 
 Tensor relu(const Tensor& x) {
@@ -166,6 +172,12 @@ Tensor gelu(const Tensor& x, GeluApprox approx) {
 Tensor silu(const Tensor& x) {
   check_floating("silu", x);
   return activation("silu", UnaryOp::Silu, x);
+}
+
+// Composed: where's backward hands g to x > 0 and the product's scales it by the slope elsewhere.
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  check_floating("leaky_relu", x);
+  return where(gt(x, scalar(0, {x.dtype(), x.device()})), x, x * negative_slope);
 }
 
 Tensor softplus(const Tensor& x) {
@@ -242,7 +254,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
                  gb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
                   Tensor gy = g / y;
                   return {ga ? sum_to(gy, sa) : Tensor(), gb ? sum_to(neg(gy * out), y.shape()) : Tensor()};
-                });
+                },
+                Saves::InputsAndOutput);
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
@@ -257,7 +270,8 @@ Tensor pow(const Tensor& a, const Tensor& b) {
                   if (ga) dx = sum_to(g * y * pow(x, y - 1.0), x.shape());
                   if (gb) dy = sum_to(g * where(gt(x, like(x, 0)), out * log(x), like(x, 0)), y.shape());
                   return {dx, dy};
-                });
+                },
+                Saves::InputsAndOutput);
 }
 
 namespace {

@@ -23,6 +23,7 @@ Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::Erf);
 Tensor silu(const Tensor& x);
 Tensor softplus(const Tensor& x);  // log(1 + e^x), stable at both ends
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);  // x > 0 ? x : negative_slope * x
 Tensor abs(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
 Tensor clamp(const Tensor& x, double lo, double hi);

@@ -135,7 +135,7 @@ Tensor extreme(std::string_view name, ReduceOp op, const Tensor& x, const std::v
     Tensor hit = eq(x, expand_back(res, r, x.shape())).to(x.dtype());
     Tensor ties = reduce_forward(ReduceOp::Sum, hit, r, x.dtype());
     return std::vector<Tensor>{hit * expand_back(g / ties, r, x.shape())};
-  });
+  }, autograd::Saves::InputsAndOutput);
 }
 }  // namespace
 
@@ -162,7 +162,7 @@ Tensor logsumexp(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
   Tensor out = reduce_forward(ReduceOp::LogSumExp, x, r, x.dtype());
   return autograd::record("logsumexp", out, {x}, [r, x = x.detach(), res = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{exp(x - expand_back(res, r, x.shape())) * expand_back(g, r, x.shape())};
-  });
+  }, autograd::Saves::InputsAndOutput);
 }
 
 // ---- softmax / log_softmax: the fused row kernels work on the last dim; another dim is swapped
@@ -186,7 +186,7 @@ Tensor softmax_impl(std::string_view name, const Tensor& x, int64_t dim, bool lo
     Tensor dxt = empty(gt.shape(), gt.dtype(), gt.device());
     backend(gt.device()).softmax_backward(yt, gt, dxt, log);
     return std::vector<Tensor>{swap(dxt)};
-  });
+  }, autograd::Saves::InputsAndOutput);
 }
 }  // namespace
 

@@ -119,12 +119,17 @@ bool Tensor::is_leaf() const {
 Tensor& Tensor::requires_grad_(bool on) {
   const Tensor& x = *this;
   LINEA_CHECK(x.is_leaf(), "[requires_grad_] only leaf tensors can change requires_grad; this one was made by {} "
-              "(use detach() first)", x.impl().autograd->grad_fn->name);
+              "(use detach() first)", x.impl().autograd->grad_fn->op);
   LINEA_CHECK(!on || is_floating(x.dtype()), "[requires_grad_] only floating tensors can require grad, got {}",
               x.dtype());
   if (!x.impl().autograd) x.impl().autograd = std::make_shared<autograd::Meta>();
   x.impl().autograd->requires_grad = on;
   return *this;
+}
+
+std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
+  const auto& m = impl().autograd;
+  return m ? m->grad_fn : nullptr;
 }
 
 Tensor Tensor::grad() const {

@@ -62,6 +62,7 @@ std::vector<OpCase> elementwise_cases() {
       {"gelu tanh", [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); }},
       {"silu", [](const Tensor& x) { return silu(x); }},
       {"softplus", [](const Tensor& x) { return softplus(x); }},
+      {"leaky_relu", [](const Tensor& x) { return leaky_relu(x, 0.1); }},
       {"abs", [](const Tensor& x) { return abs(x); }},
       {"pow scalar", [](const Tensor& x) { return pow(pos(x), 2.5); }},
       {"pow negative scalar", [](const Tensor& x) { return pow(pos(x), -1.5); }},

@@ -101,7 +101,7 @@ std::vector<OpCase> nn_cases() {
        [](V x) { return F::linear_attention_qkv(x[0], 2, {false, F::FeatureMap::Elu1}); }, R},
       {"mhla_qkv", {{1, 8, 12}, {2, 2}}, [](V x) { return F::mhla_qkv(x[0], 2, sigmoid(x[1]), {.block_len = 4}); }, R},
   };
-  // Cross-entropy and MSE under every reduction; cross-entropy with and without smoothing.
+  // The losses under every reduction; cross-entropy with and without smoothing, smooth L1 at three betas.
   const std::pair<const char*, nn::Reduction> reductions[] = {
       {"mean", nn::Reduction::Mean}, {"sum", nn::Reduction::Sum}, {"none", nn::Reduction::None}};
   for (const auto& [rname, red] : reductions) {
@@ -113,6 +113,18 @@ std::vector<OpCase> nn_cases() {
                    }, R});
     c.push_back({fmt::format("mse_loss reduction {}", rname), {{3, 4}, {3, 4}},
                  [red = red](V x) { return nn::mse_loss(x[0], x[1], red); }, R});
+    c.push_back({fmt::format("nll_loss reduction {}, ignore_index", rname), {{4, 6}},
+                 [red = red](V x) {
+                   return nn::nll_loss(log_softmax(x[0], 1), index(x[0], {5, -100, 0, 3}, {4}), red);
+                 }, R});
+    for (double beta : {1.0, 0.5, 0.0})
+      c.push_back({fmt::format("smooth_l1_loss reduction {}, beta {}", rname, beta), {{3, 4}, {3, 4}},
+                   [red = red, beta](V x) { return nn::smooth_l1_loss(x[0], x[1], red, beta); }, R});
+    // Probabilities and soft targets in (0, 1), so both inputs get a gradient.
+    c.push_back({fmt::format("binary_cross_entropy reduction {}", rname), {{3, 4}, {3, 4}},
+                 [red = red](V x) { return nn::binary_cross_entropy(sigmoid(x[0]), sigmoid(x[1]), red); }, R});
+    c.push_back({fmt::format("binary_cross_entropy_with_logits reduction {}", rname), {{3, 4}, {3, 4}},
+                 [red = red](V x) { return nn::binary_cross_entropy_with_logits(x[0], sigmoid(x[1]), red); }, R});
   }
   // Softmax attention over two key tiles (N > 128 keys), on strided views.
   for (bool causal : {false, true})

@@ -1,10 +1,11 @@
-// The basic layers: Linear, Dropout, GELU, Sequential, MLP. Norms are in nn/norm.h, embeddings
+// The basic layers: Linear, Dropout, the activations, Functional, Sequential, MLP. Norms are in nn/norm.h, embeddings
 // (token, positional, rotary, image patches) in nn/embedding.h.
 //
 // Like PyTorch's C++ frontend, layers are held by std::shared_ptr and expose their parameters as
 // public members (`linear->weight`). Parameters are float32; to build a model in float64 (for
 // gradchecks), build it and call nn::to(model, DType::Float64) (nn/init.h).
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -64,6 +65,55 @@ class GELU : public Module {
 
  private:
   GeluApprox approx_;
+};
+
+// The other activations as modules (for Sequential), as libtorch names them; each forward is the
+// free function (autograd/ops_elementwise.h).
+class ReLU : public Module {
+ public:
+  ReLU() : Module("ReLU") {}
+  Tensor forward(const Tensor& x) override { return relu(x); }
+};
+
+class Sigmoid : public Module {
+ public:
+  Sigmoid() : Module("Sigmoid") {}
+  Tensor forward(const Tensor& x) override { return sigmoid(x); }
+};
+
+class Tanh : public Module {
+ public:
+  Tanh() : Module("Tanh") {}
+  Tensor forward(const Tensor& x) override { return tanh(x); }
+};
+
+class SiLU : public Module {
+ public:
+  SiLU() : Module("SiLU") {}
+  Tensor forward(const Tensor& x) override { return silu(x); }
+};
+
+class LeakyReLU : public Module {
+ public:
+  explicit LeakyReLU(double negative_slope = 0.01) : Module("LeakyReLU"), slope_(negative_slope) {}
+  Tensor forward(const Tensor& x) override { return leaky_relu(x, slope_); }
+
+ private:
+  double slope_;
+};
+
+// A function as a module, as libtorch's nn::Functional: Functional(relu), or with arguments bound
+// after the input, Functional(leaky_relu, 0.2) (forward(x) is leaky_relu(x, 0.2)).
+class Functional : public Module {
+ public:
+  template <class F, class... Args>
+  explicit Functional(F f, Args... args)
+      : Module("Functional"),
+        f_([f = std::move(f), ... args = std::move(args)](const Tensor& x) { return f(x, args...); }) {}
+  Tensor forward(const Tensor& x) override { return f_(x); }
+
+ private:
+  std::function<Tensor(const Tensor&)> f_;
 };
 
 // Children named "0", "1", ...; forward feeds each one's output to the next.

@@ -206,11 +206,14 @@ void SGD::update(const std::vector<Update>& updates) {
 AdamW::AdamW(NamedParams params, AdamWOptions opts)
     : AdamW(std::vector<ParamGroup>{{std::move(params), std::nullopt, std::nullopt}}, opts) {}
 
-AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions opts)
-    : Optimizer("AdamW", std::move(groups), opts.lr, opts.weight_decay, {"exp_avg", "exp_avg_sq"}), opts_(opts) {
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions opts) : AdamW("AdamW", std::move(groups), opts, true) {}
+
+AdamW::AdamW(std::string name, std::vector<ParamGroup> groups, AdamWOptions opts, bool decoupled)
+    : Optimizer(name, std::move(groups), opts.lr, opts.weight_decay, {"exp_avg", "exp_avg_sq"}), opts_(opts),
+      decoupled_(decoupled) {
   LINEA_CHECK(opts.beta1 >= 0 && opts.beta1 < 1 && opts.beta2 >= 0 && opts.beta2 < 1,
-              "[AdamW] betas must be in [0, 1), got ({}, {})", opts.beta1, opts.beta2);
-  LINEA_CHECK(opts.eps >= 0, "[AdamW] eps must be >= 0, got {}", opts.eps);
+              "[{}] betas must be in [0, 1), got ({}, {})", name, opts.beta1, opts.beta2);
+  LINEA_CHECK(opts.eps >= 0, "[{}] eps must be >= 0, got {}", name, opts.eps);
 }
 
 void AdamW::update(const std::vector<Update>& updates) {
@@ -219,11 +222,25 @@ void AdamW::update(const std::vector<Update>& updates) {
     // Bias corrections of this parameter's step count t, in double.
     const double t = static_cast<double>(u.state->step);
     const double bc1 = 1 - std::pow(opts_.beta1, t), bc2 = 1 - std::pow(opts_.beta2, t);
-    params.push_back({u.param, u.grad, u.state->buffers[0], u.state->buffers[1], 1 - u.lr * u.weight_decay,
-                      u.lr / bc1, std::sqrt(bc2)});
+    // Adam's L2 decay is part of the gradient the moments see; AdamW's scales the parameter.
+    const bool l2 = !decoupled_ && u.weight_decay != 0;
+    const Tensor g = l2 ? u.grad + u.param * u.weight_decay : u.grad;
+    params.push_back({u.param, g, u.state->buffers[0], u.state->buffers[1],
+                      decoupled_ ? 1 - u.lr * u.weight_decay : 1.0, u.lr / bc1, std::sqrt(bc2)});
   }
   backend(updates.front().param.device()).adamw_step(params, opts_.beta1, opts_.beta2, opts_.eps);
 }
+
+// ---------------------------------------------------------------- Adam
+
+Adam::Adam(NamedParams params, AdamOptions opts)
+    : Adam(std::vector<ParamGroup>{{std::move(params), std::nullopt, std::nullopt}}, opts) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions opts)
+    : AdamW("Adam", std::move(groups),
+            {.lr = opts.lr, .beta1 = opts.beta1, .beta2 = opts.beta2, .eps = opts.eps,
+             .weight_decay = opts.weight_decay},
+            false) {}
 
 std::vector<ParamGroup> adamw_param_groups(const Module& module, double weight_decay,
                                            const std::vector<std::string>& no_decay) {

@@ -1,4 +1,6 @@
 // Optimizers and what a training step calls around them: LR schedules and grad-norm clipping.
+// Options are aggregates for designated initialisers (nn::SGD(params, {.lr = 0.1, .momentum = 0.9}));
+// nn/optim_options.h has libtorch's chainable spelling (optim::SGDOptions(0.1).momentum(0.9)).
 //
 // An optimizer holds parameter groups (each with its own lr and weight decay) and per-parameter
 // state (update count, momentum or Adam moments) keyed by the parameter's NAME, so the state can
@@ -95,6 +97,7 @@ class SGD : public Optimizer {
  public:
   SGD(NamedParams params, SGDOptions opts = {});
   SGD(const std::vector<Tensor>& params, SGDOptions opts = {}) : SGD(numbered(params), opts) {}
+  SGD(const std::vector<Tensor>& params, double lr) : SGD(numbered(params), SGDOptions{.lr = lr}) {}
   SGD(std::vector<ParamGroup> groups, SGDOptions opts = {});
 
  private:
@@ -116,11 +119,35 @@ class AdamW : public Optimizer {
  public:
   AdamW(NamedParams params, AdamWOptions opts = {});
   AdamW(const std::vector<Tensor>& params, AdamWOptions opts = {}) : AdamW(numbered(params), opts) {}
+  AdamW(const std::vector<Tensor>& params, double lr) : AdamW(numbered(params), AdamWOptions{.lr = lr}) {}
   AdamW(std::vector<ParamGroup> groups, AdamWOptions opts = {});
+
+ protected:
+  // Adam's constructor: the same step with `decoupled` false puts the decay into the gradient.
+  AdamW(std::string name, std::vector<ParamGroup> groups, AdamWOptions opts, bool decoupled);
 
  private:
   void update(const std::vector<Update>& updates) override;
   AdamWOptions opts_;
+  bool decoupled_ = true;
+};
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0;  // L2: added to the gradient, as in PyTorch's Adam
+};
+
+// PyTorch's Adam: g += wd*p, then AdamW's update without its decoupled decay (the same fused
+// Backend::adamw_step). With weight_decay 0 (the default) it is AdamW with weight_decay 0.
+class Adam : public AdamW {
+ public:
+  Adam(NamedParams params, AdamOptions opts = {});
+  Adam(const std::vector<Tensor>& params, AdamOptions opts = {}) : Adam(numbered(params), opts) {}
+  Adam(const std::vector<Tensor>& params, double lr) : Adam(numbered(params), AdamOptions{.lr = lr}) {}
+  Adam(std::vector<ParamGroup> groups, AdamOptions opts = {});
 };
 
 // Two groups for AdamW: {decayed} with weight_decay, and {not decayed} with 0, the latter holding

@@ -2,6 +2,7 @@
 // (shape, strides, offset), so many tensors can share one Storage without copying.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -14,6 +15,9 @@ struct Storage {
   std::size_t nbytes = 0;
   Device device;
   std::function<void(void*)> deleter;  // empty for memory the tensor does not own (from_blob)
+  // Counts the in-place ops that wrote this storage (Tensor's +=, -=, *=, /=, zero_, fill_), so
+  // that autograd can tell when a value a backward needs was overwritten (autograd/graph.h).
+  uint64_t version = 0;
 
   Storage(void* d, std::size_t n, Device dev, std::function<void(void*)> del)
       : data(d), nbytes(n), device(dev), deleter(std::move(del)) {}

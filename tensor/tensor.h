@@ -2,12 +2,15 @@
 // dtype. Copying a Tensor copies the handle, not the data; views share the Storage.
 //
 // tensor/ knows nothing of autograd: TensorImpl only carries an opaque pointer that autograd/
-// fills in, and the autograd and view members below are declared here, with the rest of Tensor,
-// and defined in autograd/tensor_methods.cpp (one library: the linker joins the two layers).
+// fills in, and the autograd, view and math members below are declared here, with the rest of
+// Tensor, and defined in autograd/tensor_methods.cpp and autograd/tensor_math.cpp (one library:
+// the linker joins the two layers).
 #pragma once
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "linea/tensor/device.h"
@@ -19,6 +22,7 @@ namespace linea {
 
 namespace autograd {
 struct Meta;  // defined in autograd/graph.h
+struct Node;
 }
 
 struct TensorImpl {
@@ -68,6 +72,11 @@ class Tensor {
 
   // ---- small-tensor element access (copies to the host when needed) ----
   double item() const;                            // the value of a one-element tensor
+  template <class T>
+  T item() const {  // libtorch's item<float>(), item<int64_t>(): item() converted (exact to 2^53)
+    static_assert(std::is_arithmetic_v<T>, "item<T>() needs an arithmetic T");
+    return static_cast<T>(item());
+  }
   double at(std::initializer_list<int64_t> idx) const;
   std::vector<double> to_vector() const;          // all elements, row-major, as double
   template <class T>
@@ -86,6 +95,25 @@ class Tensor {
   // same shape. The graph is freed afterwards unless retain_graph is set.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   Tensor detach() const { return as_strided(shape(), strides(), offset()); }  // same storage, no graph
+  // The node that made this tensor (null for a leaf); grad_fn()->name() is PyTorch's name for it
+  // ("MulBackward0"). Include <linea/autograd/graph.h> (or <linea/linea.h>) to use it.
+  std::shared_ptr<autograd::Node> grad_fn() const;
+
+  // ---- in place (defined in autograd/tensor_math.cpp), as libtorch's: the result is written into
+  // this tensor's storage, so every handle and view on it sees the change. Under grad mode, a leaf
+  // that requires grad refuses (update it under NoGradGuard, as optimizers do), and so does a view
+  // that is part of a graph; any other tensor joins the graph of the op. A backward that needs a
+  // value written over since its forward throws (autograd/graph.h, Node::versions).
+  Tensor& operator+=(const Tensor& b);
+  Tensor& operator-=(const Tensor& b);
+  Tensor& operator*=(const Tensor& b);
+  Tensor& operator/=(const Tensor& b);
+  Tensor& operator+=(double b);
+  Tensor& operator-=(double b);
+  Tensor& operator*=(double b);
+  Tensor& operator/=(double b);
+  Tensor& zero_();
+  Tensor& fill_(double value);
 
   // ---- views and copies (defined in autograd/tensor_methods.cpp); views never copy ----
   Tensor view(Shape shape) const;          // one dim may be -1; requires compatible strides
@@ -108,6 +136,70 @@ class Tensor {
   Tensor clone() const;
   Tensor to(DType dtype) const;
   Tensor to(Device device) const;
+
+  // ---- libtorch's method spellings of the free functions (autograd/tensor_math.cpp); each is the
+  // free function of the same name (x.sum(1) is sum(x, {1})), documented in autograd/ops_*.h ----
+  const Shape& sizes() const { return shape(); }
+  Tensor operator[](int64_t i) const;         // select(0, i)
+  Tensor operator[](const Tensor& idx) const; // index_select(0, idx), idx int64 of at most 1 dim
+  Tensor sum() const;
+  Tensor sum(int64_t dim, bool keepdim = false) const;
+  Tensor sum(std::vector<int64_t> dims, bool keepdim = false) const;
+  Tensor sum(std::initializer_list<int64_t> dims, bool keepdim = false) const;  // so that sum({}) is all dims
+  Tensor mean() const;
+  Tensor mean(int64_t dim, bool keepdim = false) const;
+  Tensor mean(std::vector<int64_t> dims, bool keepdim = false) const;
+  Tensor mean(std::initializer_list<int64_t> dims, bool keepdim = false) const;  // so that mean({}) is all dims
+  Tensor var() const;  // unbiased, as libtorch's
+  Tensor max() const;  // over all elements
+  Tensor min() const;
+  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;  // (values, int64 indices)
+  std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor max(const Tensor& other) const;  // maximum(x, other)
+  Tensor min(const Tensor& other) const;  // minimum(x, other)
+  Tensor argmax() const;                   // the flat index of the largest element
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor norm(double p = 2) const;         // the p-norm over all elements; p may be infinity
+  Tensor all() const;                      // 0-d bool: every element is nonzero
+  Tensor any() const;                      // 0-d bool: some element is nonzero
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  Tensor pow(double exponent) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor mm(const Tensor& b) const;        // 2-d @ 2-d only, as libtorch's
+  Tensor matmul(const Tensor& b) const;
+  Tensor add(const Tensor& b) const;
+  Tensor sub(const Tensor& b) const;
+  Tensor mul(const Tensor& b) const;
+  Tensor div(const Tensor& b) const;
+  Tensor eq(const Tensor& b) const;
+  Tensor ne(const Tensor& b) const;
+  Tensor lt(const Tensor& b) const;
+  Tensor le(const Tensor& b) const;
+  Tensor gt(const Tensor& b) const;
+  Tensor ge(const Tensor& b) const;
+  Tensor eq(double b) const;  // b in this tensor's dtype
+  Tensor ne(double b) const;
+  Tensor lt(double b) const;
+  Tensor le(double b) const;
+  Tensor gt(double b) const;
+  Tensor ge(double b) const;
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor tanh() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor clamp(double lo, double hi) const;
+  Tensor index_select(int64_t dim, const Tensor& idx) const;
+  Tensor gather(int64_t dim, const Tensor& idx) const;
+  Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
+  Tensor view_as(const Tensor& other) const { return view(other.shape()); }
+  Tensor reshape_as(const Tensor& other) const { return reshape(other.shape()); }
 
  private:
   std::shared_ptr<TensorImpl> impl_;
