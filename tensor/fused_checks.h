@@ -1,6 +1,6 @@
-// Argument checks of the fused kernels for nn/ (backend.h, "fused kernels for nn/"), shared by
-// the CPU (tensor/cpu/cpu_loss.cpp, cpu_optim.cpp, cpu_random.cpp, cpu_scan.cpp) and CUDA
-// (cuda/cuda_fused.cpp) backends, so every device rejects the same inputs with the same message.
+// Argument checks of the fused kernels for nn/ (backend.h: losses, optimizer steps, random
+// numbers, cumsum, MHLA), run once by each Backend method (backend.cpp) before the device's
+// kernel, so every device rejects the same inputs with the same message.
 #pragma once
 #include <cstdint>
 #include <utility>
@@ -132,6 +132,13 @@ inline void mhla_rows(const char* op, const char* what, const Tensor& t, const M
               what, dtype, g.B, g.H, g.N, e, t.dtype(), shape_str(t.shape()), shape_str(t.strides()));
 }
 
+// The dims of valid operands, without checks: for the kernels, which run after mhla_saved.
+inline MhlaDims mhla_dims(const Tensor& q, const Tensor& v, const Backend::MHLAArgs& a) {
+  MhlaDims g{q.size(0), q.size(1), q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), a.block_len, 0};
+  g.M = (g.N + g.L - 1) / g.L;
+  return g;
+}
+
 inline MhlaDims mhla(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
                      const Backend::MHLAArgs& a) {
   LINEA_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.dim() == 4 && v.size(0) == q.size(0) &&
@@ -151,6 +158,26 @@ inline MhlaDims mhla(const char* op, const Tensor& q, const Tensor& k, const Ten
   g.M = (g.N + g.L - 1) / g.L;
   LINEA_CHECK(mix.dim() == 2 && mix.size(0) == g.M && mix.size(1) == g.M && mix.is_contiguous(),
               "[{}] mix must be contiguous [{}, {}], got {}", op, g.M, g.M, shape_str(mix.shape()));
+  return g;
+}
+
+// mhla(), then the tensors the forward saves for the backward (backend.h, "fused MHLA"): s and sh
+// [BH, M, d, dv+1] non-causal or normalised, [BH, M, d, dv] causal; r [BH, N] but for plain causal.
+inline MhlaDims mhla_saved(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
+                           const Backend::MHLAArgs& a, const Tensor& s, const Tensor& sh, const Tensor& r) {
+  const MhlaDims g = mhla(op, q, k, v, mix, a);
+  const bool ones = !a.causal || a.normalised;  // the summaries carry V's ones column
+  const int64_t cols = ones ? g.dv + 1 : g.dv;
+  for (const Tensor* t : {&s, &sh, &r})
+    if (t->defined())
+      LINEA_CHECK(t->dtype() == q.dtype() && t->is_contiguous(),
+                  "[{}] s, sh and r must be contiguous tensors of q's dtype {}, got {} {}", op, q.dtype(),
+                  shape_str(t->shape()), t->dtype());
+  LINEA_CHECK(s.defined() && sh.defined() && s.numel() == g.BH * g.M * g.d * cols && sh.numel() == s.numel() &&
+                  (!ones || (r.defined() && r.numel() == g.BH * g.N)),
+              "[{}] s {} / sh {} / r {} do not fit q {} and v {} ({})", op, shape_str(s.shape()),
+              shape_str(sh.shape()), r.defined() ? shape_str(r.shape()) : "undefined", shape_str(q.shape()),
+              shape_str(v.shape()), !a.causal ? "non-causal" : a.normalised ? "causal, normalised" : "causal");
   return g;
 }
 

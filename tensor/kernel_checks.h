@@ -1,9 +1,10 @@
 // Argument checks and host-side geometry of the core kernels (backend.h: gemm, norms, reductions
-// and softmax, elementwise, attention, indexing), shared by the CPU (tensor/cpu/) and CUDA
-// (cuda/) backends, so every device rejects the same inputs with the same message.
-// Each backend adds only what is its own (the CUDA limits of its kernels, where indices are
-// range-checked). The fused nn/ kernels have theirs in fused_checks.h. The checks are defined in
-// kernel_checks.cpp, so this header is fmt-free and the .cu files call them too.
+// and softmax, elementwise, attention, indexing). Each Backend method runs its checks once
+// (backend.cpp) before the device's kernel, so every device rejects the same inputs with the
+// same message. Each backend adds only what is its own (the CUDA limits of its kernels, where
+// indices are range-checked). The fused nn/ kernels have theirs in fused_checks.h. The checks are
+// defined in kernel_checks.cpp, so this header is fmt-free and the .cu files call the reporting
+// helpers (index_in_range, *_unsupported) too.
 #pragma once
 #include <array>
 #include <algorithm>
