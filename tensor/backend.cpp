@@ -404,7 +404,7 @@ void Backend::attention_backward(const Tensor& q, const Tensor& k, const Tensor&
 
 void Backend::mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
                            const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) {
-  const fused_checks::MhlaDims g = fused_checks::mhla_saved("mhla_forward", q, k, v, mix, a, s, sh, r);
+  const MHLADims g = fused_checks::mhla_saved("mhla_forward", q, k, v, mix, a, s, sh, r);
   fused_checks::mhla_rows("mhla_forward", "out", out, g, g.dv, q.dtype());
   const KernelTimer timer;
   do_mhla_forward(q, k, v, mix, a, out, s, sh, r);
@@ -415,7 +415,7 @@ void Backend::mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
                             const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r, const Tensor& grad,
                             const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dmix) {
   const char* op = "mhla_backward";
-  const fused_checks::MhlaDims g = fused_checks::mhla_saved(op, q, k, v, mix, a, s, sh, r);
+  const MHLADims g = fused_checks::mhla_saved(op, q, k, v, mix, a, s, sh, r);
   fused_checks::mhla_rows(op, "out", out, g, g.dv, q.dtype());
   fused_checks::mhla_rows(op, "grad", grad, g, g.dv, q.dtype());
   fused_checks::mhla_rows(op, "dq", dq, g, g.d, q.dtype());

@@ -260,6 +260,17 @@ class Backend {
     // r_t = U'_t[dv] + eps, and the backward forms dU' = [G / r | −rowsum(G ∘ O) / r] from grad.
     bool normalised = false;
   };
+  // The geometry of operands that passed the checks (fused_checks::mhla), as the kernels use it:
+  // BH = B·H pairs of N tokens, head dims d and dv, M = ceil(N / L) blocks of L = block_len tokens.
+  struct MHLADims {
+    int64_t B, H, BH, N, d, dv, L, M;
+    int64_t block() const { return d * (dv + 1); }                           // elements of one summary S'_j
+    int64_t rows(int64_t j) const { return N - j * L < L ? N - j * L : L; }  // tokens of block j
+    static MHLADims of(const Tensor& q, const Tensor& v, const MHLAArgs& a) {
+      const int64_t N = q.size(2), L = a.block_len;
+      return {q.size(0), q.size(1), q.size(0) * q.size(1), N, q.size(3), v.size(3), L, (N + L - 1) / L};
+    }
+  };
   virtual bool has_fused_mhla(bool causal) const { return false; }
   // Whether the causal kernels take MHLAArgs::normalised (the CPU's; elsewhere linear attention
   // appends V's ones column and normalises around the kernels).

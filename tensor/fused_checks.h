@@ -29,26 +29,24 @@ inline void f64_rows(const char* op, const char* what, const Tensor& t, int64_t 
               t.dtype(), shape_str(t.shape()));
 }
 
-inline std::pair<int64_t, int64_t> cross_entropy_forward(const Tensor& x, const Tensor& target, const Tensor& lse,
-                                                        const Tensor& loss, const Tensor& total) {
+inline void cross_entropy_forward(const Tensor& x, const Tensor& target, const Tensor& lse, const Tensor& loss,
+                                  const Tensor& total) {
   const auto rc = rows_of("cross_entropy_forward", x, target);
   f64_rows("cross_entropy_forward", "lse", lse, rc.first, true);
   f64_rows("cross_entropy_forward", "loss", loss, rc.first, true);
   LINEA_CHECK(!total.defined() || (total.dim() == 0 && total.dtype() == DType::Float64),
               "[cross_entropy_forward] total must be 0-d float64, got {} {}", total.dtype(),
               shape_str(total.shape()));
-  return rc;
 }
 
-inline std::pair<int64_t, int64_t> cross_entropy_backward(const Tensor& x, const Tensor& target, const Tensor& lse,
-                                                         const Tensor& weight, const Tensor& dx) {
+inline void cross_entropy_backward(const Tensor& x, const Tensor& target, const Tensor& lse, const Tensor& weight,
+                                   const Tensor& dx) {
   const auto rc = rows_of("cross_entropy_backward", x, target);
   f64_rows("cross_entropy_backward", "lse", lse, rc.first, true);
   f64_rows("cross_entropy_backward", "weight", weight, rc.first, false);
   LINEA_CHECK(dx.is_contiguous() && dx.shape() == x.shape() && dx.dtype() == x.dtype(),
               "[cross_entropy_backward] dx must be contiguous {} {}, got {} {}", x.dtype(), shape_str(x.shape()),
               dx.dtype(), shape_str(dx.shape()));
-  return rc;
 }
 
 // An optimizer's parameter: contiguous floating, on the backend's device type.
@@ -115,32 +113,20 @@ inline void cumsum(const Tensor& x, const Tensor& out, int64_t outer, int64_t n,
               "[cumsum] supports float32, float64 and int64, got {}", x.dtype());
 }
 
-// The fused MHLA kernels (backend.h, "fused MHLA"): q, k [B, H, N, d] and v [B, H, N, dv] with
-// unit stride along the last dim (rows at any strides: the heads of a [B, N, H·e] projection are
-// read in place), and mix [M, M] contiguous, of one floating dtype, M = ceil(N / block_len).
-struct MhlaDims {
-  int64_t B, H, BH, N, d, dv, L, M;
-  int64_t block() const { return d * (dv + 1); }                   // elements of one summary S'_j
-  int64_t rows(int64_t j) const { return N - j * L < L ? N - j * L : L; }  // tokens of block j
-};
-
 // A per-token operand or result: [B, H, N, e] with unit stride along e.
-inline void mhla_rows(const char* op, const char* what, const Tensor& t, const MhlaDims& g, int64_t e,
+inline void mhla_rows(const char* op, const char* what, const Tensor& t, const Backend::MHLADims& g, int64_t e,
                       DType dtype) {
   LINEA_CHECK(t.shape() == Shape({g.B, g.H, g.N, e}) && t.dtype() == dtype && t.strides()[3] == 1,
               "[{}] {} must be {} [{}, {}, {}, {}] with unit stride along the last dim, got {} {} (strides {})", op,
               what, dtype, g.B, g.H, g.N, e, t.dtype(), shape_str(t.shape()), shape_str(t.strides()));
 }
 
-// The dims of valid operands, without checks: for the kernels, which run after mhla_saved.
-inline MhlaDims mhla_dims(const Tensor& q, const Tensor& v, const Backend::MHLAArgs& a) {
-  MhlaDims g{q.size(0), q.size(1), q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), a.block_len, 0};
-  g.M = (g.N + g.L - 1) / g.L;
-  return g;
-}
-
-inline MhlaDims mhla(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
-                     const Backend::MHLAArgs& a) {
+// The fused MHLA kernels (backend.h, "fused MHLA"): q, k [B, H, N, d] and v [B, H, N, dv] with
+// unit stride along the last dim (rows at any strides: the heads of a [B, N, H·e] projection are
+// read in place), and mix [M, M] contiguous, of one floating dtype, M = ceil(N / block_len).
+// Returns their dims (backend.h).
+inline Backend::MHLADims mhla(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
+                              const Backend::MHLAArgs& a) {
   LINEA_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.dim() == 4 && v.size(0) == q.size(0) &&
                   v.size(1) == q.size(1) && v.size(2) == q.size(2),
               "[{}] expected q, k [B, H, N, d] and v [B, H, N, dv], got {} / {} / {}", op, shape_str(q.shape()),
@@ -149,7 +135,7 @@ inline MhlaDims mhla(const char* op, const Tensor& q, const Tensor& k, const Ten
               "[{}] q, k, v, mix must share float32 or float64, got {} / {} / {} / {}", op, q.dtype(), k.dtype(),
               v.dtype(), mix.dtype());
   LINEA_CHECK(a.causal || !a.normalised, "[{}] the normalised form is causal linear attention's: causal only", op);
-  MhlaDims g{q.size(0), q.size(1), q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), a.block_len, 0};
+  Backend::MHLADims g{q.size(0), q.size(1), q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), a.block_len, 0};
   LINEA_CHECK(g.N > 0 && g.d > 0 && g.dv > 0 && g.L > 0, "[{}] empty input or block_len <= 0: q {}, block_len {}", op,
               shape_str(q.shape()), g.L);
   mhla_rows(op, "q", q, g, g.d, q.dtype());
@@ -163,9 +149,10 @@ inline MhlaDims mhla(const char* op, const Tensor& q, const Tensor& k, const Ten
 
 // mhla(), then the tensors the forward saves for the backward (backend.h, "fused MHLA"): s and sh
 // [BH, M, d, dv+1] non-causal or normalised, [BH, M, d, dv] causal; r [BH, N] but for plain causal.
-inline MhlaDims mhla_saved(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
-                           const Backend::MHLAArgs& a, const Tensor& s, const Tensor& sh, const Tensor& r) {
-  const MhlaDims g = mhla(op, q, k, v, mix, a);
+inline Backend::MHLADims mhla_saved(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& mix, const Backend::MHLAArgs& a, const Tensor& s, const Tensor& sh,
+                                    const Tensor& r) {
+  const Backend::MHLADims g = mhla(op, q, k, v, mix, a);
   const bool ones = !a.causal || a.normalised;  // the summaries carry V's ones column
   const int64_t cols = ones ? g.dv + 1 : g.dv;
   for (const Tensor* t : {&s, &sh, &r})

@@ -407,7 +407,7 @@ int64_t CpuBackend::attention_probs_size(int64_t N, DType dtype) const {
 }
 
 void CpuBackend::do_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
-                                   const Tensor& out, const Tensor& lse, const Tensor& probs) {
+                                      const Tensor& out, const Tensor& lse, const Tensor& probs) {
   dispatch_floating(q.dtype(), "attention_forward", [&]<class T>() {
     flash_forward<T>(problem(q, v, scale, causal), Rows<const T>(q), Rows<const T>(k), Rows<const T>(v), Rows<T>(out),
                      lse.data<T>(), probs.defined() ? probs.data<T>() : nullptr);
@@ -415,8 +415,8 @@ void CpuBackend::do_attention_forward(const Tensor& q, const Tensor& k, const Te
 }
 
 void CpuBackend::do_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                    const Tensor& lse, const Tensor& probs, const Tensor& dout, double scale,
-                                    bool causal, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+                                       const Tensor& lse, const Tensor& probs, const Tensor& dout, double scale,
+                                       bool causal, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   dispatch_floating(q.dtype(), "attention_backward", [&]<class T>() {
     flash_backward<T>(problem(q, v, scale, causal), Rows<const T>(q), Rows<const T>(k), Rows<const T>(v),
                       Rows<const T>(out), lse.data<T>(), probs.defined() ? probs.data<T>() : nullptr,

@@ -79,8 +79,8 @@ void ce_backward_rows(const T* x, const int64_t* tgt, const double* lse, const d
 }  // namespace
 
 void CpuBackend::do_cross_entropy_forward(const Tensor& x, const Tensor& target, int64_t ignore_index,
-                                       double label_smoothing, const Tensor& lse, const Tensor& loss,
-                                       const Tensor& total) {
+                                          double label_smoothing, const Tensor& lse, const Tensor& loss,
+                                          const Tensor& total) {
   const int64_t rows = x.size(0), C = x.size(1);
   dispatch_floating(x.dtype(), "cross_entropy_forward", [&]<class T>() {
     ce_forward_rows<T>(x.data<T>(), target.data<int64_t>(), rows, C, ignore_index, label_smoothing,
@@ -94,8 +94,8 @@ void CpuBackend::do_cross_entropy_forward(const Tensor& x, const Tensor& target,
 }
 
 void CpuBackend::do_cross_entropy_backward(const Tensor& x, const Tensor& target, const Tensor& lse,
-                                        const Tensor& weight, int64_t ignore_index, double label_smoothing,
-                                        const Tensor& dx) {
+                                           const Tensor& weight, int64_t ignore_index, double label_smoothing,
+                                           const Tensor& dx) {
   const int64_t rows = x.size(0), C = x.size(1);
   dispatch_floating(x.dtype(), "cross_entropy_backward", [&]<class T>() {
     ce_backward_rows<T>(x.data<T>(), target.data<int64_t>(), lse.data<double>(), weight.data<double>(),

@@ -153,7 +153,7 @@ void CpuBackend::do_linear_weight_grad(const Tensor& g, const Tensor& x, const T
 }
 
 void CpuBackend::do_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor& bias,
-                      const Tensor& residual) {
+                         const Tensor& residual) {
   const int64_t batch = out.size(0), M = out.size(1), N = out.size(2), K = a_in.size(2);
   if (out.numel() == 0) return;
   if (K == 0) {  // an empty sum: the residual, the bias, both or zeros (BLAS would be asked for lda = 0)

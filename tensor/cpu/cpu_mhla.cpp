@@ -20,7 +20,6 @@
 #include "linea/tensor/cpu/blas.h"
 #include "linea/tensor/cpu/gemm_direct.h"
 #include "linea/tensor/error.h"
-#include "linea/tensor/fused_checks.h"
 #include "linea/tensor/cpu/vec_math.h"
 
 #include "linea/tensor/cpu/isa_begin.h"
@@ -33,7 +32,7 @@ namespace linea::cpu::inline LINEA_ISA_NS {
 
 namespace {
 
-using Dims = fused_checks::MhlaDims;
+using Dims = Backend::MHLADims;
 
 // What is the CPU's own (Backend::mhla_* ran the shared checks): every tensor is on the CPU.
 void on_cpu(const char* op, std::initializer_list<const Tensor*> ts) {
@@ -542,10 +541,11 @@ void backward(const Dims& g, const Backend::MHLAArgs& a, Rows<const T> Q, Rows<c
 
 }  // namespace
 
-void CpuBackend::do_mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
-                              const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) {
+void CpuBackend::do_mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
+                                 const MHLAArgs& a, const Tensor& out, const Tensor& s, const Tensor& sh,
+                                 const Tensor& r) {
   on_cpu("mhla_forward", {&q, &k, &v, &mix, &out, &s, &sh, &r});
-  const Dims g = fused_checks::mhla_dims(q, v, a);
+  const Dims g = Dims::of(q, v, a);
   dispatch_floating(q.dtype(), "mhla_forward", [&]<class T>() {
     with_feature_map(a.feature_map, [&]<FeatureMap fm>() {
       forward<fm, T>(g, a, Rows<const T>(q), Rows<const T>(k), Rows<const T>(v), mix.data<T>(), Rows<T>(out),
@@ -555,11 +555,11 @@ void CpuBackend::do_mhla_forward(const Tensor& q, const Tensor& k, const Tensor&
 }
 
 void CpuBackend::do_mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
-                               const MHLAArgs& a, const Tensor& out, const Tensor& s, const Tensor& sh,
-                               const Tensor& r, const Tensor& grad, const Tensor& dq, const Tensor& dk,
-                               const Tensor& dv, const Tensor& dmix) {
+                                  const MHLAArgs& a, const Tensor& out, const Tensor& s, const Tensor& sh,
+                                  const Tensor& r, const Tensor& grad, const Tensor& dq, const Tensor& dk,
+                                  const Tensor& dv, const Tensor& dmix) {
   on_cpu("mhla_backward", {&q, &k, &v, &mix, &out, &s, &sh, &r, &grad, &dq, &dk, &dv, &dmix});
-  const Dims g = fused_checks::mhla_dims(q, v, a);
+  const Dims g = Dims::of(q, v, a);
   dispatch_floating(q.dtype(), "mhla_backward", [&]<class T>() {
     with_feature_map(a.feature_map, [&]<FeatureMap fm>() {
       backward<fm, T>(g, a, Rows<const T>(q), Rows<const T>(k), Rows<const T>(v), mix.data<T>(), Rows<const T>(out),

@@ -189,7 +189,7 @@ void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, cons
 }  // namespace
 
 void CpuBackend::do_layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                                   const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+                                      const Tensor& out, const Tensor& mean, const Tensor& rstd) {
   // Not a structured binding: clang 14 cannot capture one in a lambda or an OpenMP region.
   const auto rows_cols = kernel_checks::last_dim_rows(x);
   const int64_t rows = rows_cols.first, n = rows_cols.second;
@@ -199,8 +199,8 @@ void CpuBackend::do_layernorm_forward(const Tensor& x, const Tensor& weight, con
 }
 
 void CpuBackend::do_layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                                    const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
-                                    const Tensor& dbias) {
+                                       const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                                       const Tensor& dbias) {
   // Not a structured binding: clang 14 cannot capture one in a lambda or an OpenMP region.
   const auto rows_cols = kernel_checks::last_dim_rows(x);
   const int64_t rows = rows_cols.first, n = rows_cols.second;
@@ -210,7 +210,7 @@ void CpuBackend::do_layernorm_backward(const Tensor& dy, const Tensor& x, const 
 }
 
 void CpuBackend::do_rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& out,
-                                 const Tensor& rstd) {
+                                    const Tensor& rstd) {
   // Not a structured binding: clang 14 cannot capture one in a lambda or an OpenMP region.
   const auto rows_cols = kernel_checks::last_dim_rows(x);
   const int64_t rows = rows_cols.first, n = rows_cols.second;
@@ -220,7 +220,7 @@ void CpuBackend::do_rmsnorm_forward(const Tensor& x, const Tensor& weight, doubl
 }
 
 void CpuBackend::do_rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                                  const Tensor& dx, const Tensor& dweight) {
+                                     const Tensor& dx, const Tensor& dweight) {
   // Not a structured binding: clang 14 cannot capture one in a lambda or an OpenMP region.
   const auto rows_cols = kernel_checks::last_dim_rows(x);
   const int64_t rows = rows_cols.first, n = rows_cols.second;

@@ -42,7 +42,7 @@ void scan(const T* x, T* out, int64_t outer, int64_t n, int64_t inner, bool excl
 }  // namespace
 
 void CpuBackend::do_cumsum(const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
-                        bool reverse) {
+                           bool reverse) {
   dispatch(x.dtype(), [&]<class T>() {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int64_t>)
       scan<T>(x.data<T>(), out.data<T>(), outer, n, inner, exclusive, reverse);
