@@ -8,6 +8,13 @@
 // - inputs may be arbitrary strided views (broadcast inputs have stride 0), already expanded to
 //   the shape the kernel expects; all operands are on the kernel's device.
 // The op enums (UnaryOp, BinaryOp, ReduceOp) and the elementwise formulas are in ops.h.
+//
+// Each kernel is a public non-virtual method, defined in backend.cpp, that checks its arguments
+// once for every device (tensor/kernel_checks.h, fused_checks.h), times the call and counts its
+// work while linea::Profiler records (profiler.h), and calls the protected virtual do_<method>
+// with the same arguments, which a device implements. What is a device's own (its kernels'
+// limits, operands on its device) it checks in its do_ body. Adding a method:
+// docs/testing.md, "Adding a kernel-interface method".
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -73,7 +80,7 @@ namespace linea {
 class Backend {
  public:
   virtual ~Backend() = default;
-  DeviceType device_type() const { return type_; }
+  DeviceType device_type() const { return type_; }  // of the tensors it holds (the optimizer steps check it)
 
   // ======== primitives: memory, elementwise, reductions, indexing, matrix multiply ========
 
