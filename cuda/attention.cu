@@ -23,12 +23,45 @@
 // multiples of 32, so a query tile needs key tiles up to and including its own, and a key tile
 // needs query tiles from its own on. Key 0 is visible to every row and lives in the first key
 // tile, so the running max is finite from the first tile on (no exp(−inf − (−inf)) = NaN).
+//
+// CudaBackend::do_attention_forward / do_attention_backward, at the end, run the kernels on
+// contiguous [B·H, N, e] blocks (packed_rows.h), after Backend's shared checks and the GPU's own
+// (check_attention, cuda_backend.h). The backward is three launches: D = rowsum(dO ∘ O), then
+// dK/dV and dQ in two separate passes (deterministic, no atomics).
+#include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <type_traits>
 
-#include "linea/cuda/launch_attention.h"
+#include "linea/cuda/cuda_backend.h"
+#include "linea/cuda/packed_rows.h"
 
 namespace linea::cuda {
+
+// ---- the launchers (defined after the kernels) ----
+// Every matrix is contiguous, [BH, N, d] (q, k, dq, dk), [BH, N, dv] (v, out, dout, dv) or
+// [BH, N] (lse, D), in one dtype (F32 or F64); d, dv <= kAttentionMaxHead. Each launcher returns
+// the error of its setup call (the kernel's shared-memory size); the caller checks the launch
+// itself with check_launch right after.
+
+struct AttentionShape {
+  int64_t BH, N;  // problems (batch · heads), sequence length
+  int d, dv;      // head dims of q/k and of v
+  double scale;   // S = scale · q kᵀ
+  bool causal;    // key j > query i masked
+};
+
+// out = softmax(S) v, lse = logsumexp of S's rows.
+cudaError_t launch_attention_forward(DType dt, const AttentionShape& s, const void* q, const void* k, const void* v,
+                                     void* out, void* lse);
+// D = rowsum(dout ∘ out): one number per query row, the softmax Jacobian's correction term.
+cudaError_t launch_attention_row_dot(DType dt, const AttentionShape& s, const void* out, const void* dout, void* D);
+// dk = scale · dSᵀ q and dv = Pᵀ dout, one block per key tile (each owns its rows: no atomics).
+cudaError_t launch_attention_dkdv(DType dt, const AttentionShape& s, const void* q, const void* k, const void* v,
+                                  const void* dout, const void* lse, const void* D, void* dk, void* dv);
+// dq = scale · dS k, one block per query tile: a separate pass, so dq is deterministic.
+cudaError_t launch_attention_dq(DType dt, const AttentionShape& s, const void* q, const void* k, const void* v,
+                                const void* dout, const void* lse, const void* D, void* dq);
 
 namespace {
 
@@ -392,6 +425,49 @@ cudaError_t launch_attention_dq(DType dt, const AttentionShape& s, const void* q
         as(q), as(k), as(v), as(dout), as(lse), as(D), as(dq), s.N, s.d, s.dv, T(s.scale), s.causal);
     return cudaSuccess;
   });
+}
+
+namespace {
+
+AttentionShape shape(const Tensor& q, const Tensor& v, double scale, bool causal) {
+  return {q.size(0) * q.size(1), q.size(2), static_cast<int>(q.size(3)), static_cast<int>(v.size(3)), scale, causal};
+}
+
+}  // namespace
+
+void CudaBackend::do_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
+                                       const Tensor& out, const Tensor& lse, const Tensor& probs) {
+  check_attention("attention_forward", q, v, {&q, &k, &v, &lse, &out});
+  if (lse.numel() == 0) return;  // no rows: an empty grid is not a valid launch
+  const Tensor qc = packed(*this, q), kc = packed(*this, k), vc = packed(*this, v), oc = packed_out(out);
+  LINEA_CUDA_CHECK(launch_attention_forward(q.dtype(), shape(q, v, scale, causal), qc.data_ptr(), kc.data_ptr(),
+                                            vc.data_ptr(), oc.data_ptr(), lse.data_ptr()));
+  check_launch("attention_forward");
+  unpack(*this, oc, out);
+}
+
+void CudaBackend::do_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                        const Tensor& lse, const Tensor& probs, const Tensor& dout, double scale,
+                                        bool causal, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  check_attention("attention_backward", q, v, {&q, &k, &v, &lse, &dq, &dk, &out, &dout, &dv});
+  if (lse.numel() == 0) return;
+  const AttentionShape s = shape(q, v, scale, causal);
+  const DType t = q.dtype();
+  const Tensor qc = packed(*this, q), kc = packed(*this, k), vc = packed(*this, v);
+  const Tensor oc = packed(*this, out), gc = packed(*this, dout);
+  const Tensor dqc = packed_out(dq), dkc = packed_out(dk), dvc = packed_out(dv);
+  Tensor D = empty(lse.shape(), lse.dtype(), lse.device());
+  LINEA_CUDA_CHECK(launch_attention_row_dot(t, s, oc.data_ptr(), gc.data_ptr(), D.data_ptr()));
+  check_launch("attention_row_dot");
+  LINEA_CUDA_CHECK(launch_attention_dkdv(t, s, qc.data_ptr(), kc.data_ptr(), vc.data_ptr(), gc.data_ptr(),
+                                         lse.data_ptr(), D.data_ptr(), dkc.data_ptr(), dvc.data_ptr()));
+  check_launch("attention_dkdv");
+  LINEA_CUDA_CHECK(launch_attention_dq(t, s, qc.data_ptr(), kc.data_ptr(), vc.data_ptr(), gc.data_ptr(),
+                                       lse.data_ptr(), D.data_ptr(), dqc.data_ptr()));
+  check_launch("attention_dq");
+  unpack(*this, dqc, dq);
+  unpack(*this, dkc, dk);
+  unpack(*this, dvc, dv);
 }
 
 }  // namespace linea::cuda

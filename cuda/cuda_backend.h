@@ -1,25 +1,28 @@
-// The CUDA implementation of the kernel interface (tensor/backend.h). Each method validates its
-// tensors, turns them into TensorArg (below) or raw pointers and launches the family's kernels.
-// The header is fmt-free, like the tensor/ headers it includes, so the .cu files (nvcc) include
-// it too and see the same Tensor, DType, op enums and MHLAArgs as the .cpp files (g++). A family
-// whose checks are all shared with the CPU (tensor/kernel_checks.h, defined out of line) is one
-// .cu file holding its kernels and its CudaBackend methods; a family with checks of its own
-// (LINEA_CHECK formats with fmt, which nvcc cannot compile) keeps them in a .cpp that calls the
-// .cu's launchers (cuda/launch_<family>.h). Methods are spread over one file per family, like the
-// CPU backend:
+// The CUDA implementation of the kernel interface (tensor/backend.h). Each do_ kernel runs after
+// Backend's method has checked the arguments (the checks every device shares), adds what is the
+// GPU's own (operands on a CUDA device, the kernels' limits), turns the tensors into TensorArg
+// (below) or raw pointers and launches the family's kernels. The header is fmt-free, like the
+// tensor/ headers it includes, so the .cu files (nvcc) include it too and see the same Tensor,
+// DType, op enums and MHLAArgs as the .cpp files (g++). A family is one .cu file holding its
+// kernels, their launchers and its CudaBackend methods; what must format an error (LINEA_CHECK
+// uses fmt, which nvcc cannot compile) is out of line in cuda_backend.cpp, and cuBLAS and the
+// host transfers are plain C++ (.cpp). One file per family, like the CPU backend:
 //   cuda_memory.cpp (+ allocator.cpp)        allocate, host transfers, copy, fill
 //   elementwise.cu                           unary, binary, where (and copy/fill's kernels)
 //   reduce.cu                                reduce, softmax, softmax_backward
 //   norm.cu                                  layernorm / rmsnorm forward and backward
 //   cuda_matmul.cpp                          gemm (cuBLAS)
 //   index.cu                                 index_select, index_add, gather, scatter_add
-//   cuda_fused.cpp / fused.cu                cross-entropy, AdamW/SGD steps, random_uniform, cumsum
-//   cuda_mhla.cpp / mhla.cu                  fused MHLA
-//   cuda_attention.cpp / attention.cu        fused softmax attention
+//   fused.cu                                 cross-entropy, AdamW/SGD steps, sum_squares, scale_all,
+//                                            random_uniform, cumsum
+//   mhla.cu                                  fused MHLA
+//   attention.cu                             fused softmax attention
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "linea/tensor/backend.h"
 
@@ -59,68 +62,36 @@ inline unsigned blocks_for(int64_t n, int threads = 256) {
   return static_cast<unsigned>(b > 65535 * 8 ? 65535 * 8 : b);
 }
 
+// The kernels are public here: the family files call each other's (a gemm inside MHLA, a copy to
+// pack rows) on the backend itself, as one kernel's parts, without a second check or profile row.
 class CudaBackend final : public Backend {
  public:
-  std::shared_ptr<Storage> allocate(std::size_t nbytes) override;
-  void copy_from_host(Storage& dst, std::size_t dst_byte_offset, const void* src, std::size_t nbytes) override;
-  void copy_to_host(void* dst, const Storage& src, std::size_t src_byte_offset, std::size_t nbytes) override;
-
-  void copy(const Tensor& src, const Tensor& dst) override;
-  void fill(const Tensor& dst, double value) override;
-  void unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) override;
-  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
-  void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
-
-  void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) override;
-  void softmax(const Tensor& x, const Tensor& out, bool log) override;
-  void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, bool log) override;
-
-  void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
-                         const Tensor& mean, const Tensor& rstd) override;
-  void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                          const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) override;
-  void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& out,
-                       const Tensor& rstd) override;
-  void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                        const Tensor& dx, const Tensor& dweight) override;
-
-  void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, const Tensor& residual) override;
-
-  void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;
-  void index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;
-  void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) override;
-  void scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) override;
-
-  // fused kernels for nn/ (cuda_fused.cpp / fused.cu)
-  void cross_entropy_forward(const Tensor& x, const Tensor& target, int64_t ignore_index, double label_smoothing,
-                             const Tensor& lse, const Tensor& loss, const Tensor& total) override;
-  void cross_entropy_backward(const Tensor& x, const Tensor& target, const Tensor& lse, const Tensor& weight,
-                              int64_t ignore_index, double label_smoothing, const Tensor& dx) override;
-  void adamw_step(const std::vector<AdamWParam>& params, double beta1, double beta2, double eps) override;
-  void sgd_step(const std::vector<SgdParam>& params, double momentum, bool nesterov) override;
-  void sum_squares(const std::vector<Tensor>& xs, const Tensor& out) override;
-  void scale_all(const std::vector<Tensor>& xs, double factor) override;
-  void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) override;
-  void cumsum(const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
-              bool reverse) override;
-
-  // fused MHLA (cuda_mhla.cpp / mhla.cu)
+  CudaBackend() : Backend(DeviceType::CUDA) {}
   bool has_fused_mhla(bool) const override { return true; }
-  void mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
-                    const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) override;
-  void mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
-                     const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r, const Tensor& grad,
-                     const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dmix) override;
 
-  // fused attention (cuda_attention.cpp / attention.cu)
-  void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
-                         const Tensor& out, const Tensor& lse, const Tensor& probs) override;
-  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                          const Tensor& probs, const Tensor& dout, double scale, bool causal, const Tensor& dq,
-                          const Tensor& dk, const Tensor& dv) override;
+  LINEA_BACKEND_KERNELS(override)
+  void do_mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
+                       const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) override;
+  void do_mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
+                        const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r, const Tensor& grad,
+                        const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dmix) override;
 };
 
 CudaBackend& instance();
+
+// ---- the limits of the family kernels, checked on the host ----
+// Defined in cuda_backend.cpp: LINEA_CHECK formats with fmt, which nvcc cannot compile, so the
+// .cu files that launch these kernels call them.
+inline constexpr int kAttentionMaxHead = 128;  // attention.cu: largest d and dv
+inline constexpr int kAttentionTile = 32;      // attention.cu: query rows / keys per tile, a block per tile
+inline constexpr int kMhlaMaxHead = 128;       // mhla.cu: up to 128 columns per token in a shared-memory tile
+inline constexpr int kMhlaTile = 16;           // mhla.cu: tokens per tile, a thread block per tile of a block
+// Every tensor on q's CUDA device, head dims within kAttentionMaxHead, the grid within gridDim.x.
+void check_attention(const char* op, const Tensor& q, const Tensor& v, std::initializer_list<const Tensor*> all);
+// No causal normaliser, head dims within kMhlaMaxHead, the grid within gridDim.x.
+void check_mhla(const char* op, const Tensor& q, const Backend::MHLADims& g, const Backend::MHLAArgs& a);
+// A multi-tensor apply of nparams parameters in nblocks blocks fits one launch (fused.cu).
+void check_fused_launch(const char* kernel, std::size_t nparams, int64_t nblocks);
 
 // Tensor -> kernel operand. Checks that t lives on a CUDA device and has at most kMaxDims dims;
 // `op` names the caller in the error.

@@ -36,21 +36,20 @@ cublasComputeType_t float32_compute() {
 
 }  // namespace
 
-void CudaBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor& bias,
-                       const Tensor& residual) {
-  const kernel_checks::GemmShape g = kernel_checks::gemm(a_in, b_in, out, bias, residual);
-  const int64_t batch = g.batch, M = g.M, N = g.N, K = g.K;
+void CudaBackend::do_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor& bias,
+                          const Tensor& residual) {
+  const int64_t batch = out.size(0), M = out.size(1), N = out.size(2), K = a_in.size(2);
   LINEA_CHECK(a_in.device().is_cuda() && b_in.device().is_cuda() && out.device().is_cuda(),
               "[gemm] expected CUDA tensors, got {} @ {} -> {}", a_in.device(), b_in.device(), out.device());
   if (out.numel() == 0) return;
   // residual + bias is written into out first (residual: out itself, or copied) and the product
   // added (beta = 1).
-  if (residual.defined() && bias.defined()) binary(BinaryOp::Add, residual, bias.expand(out.shape()), out);
-  else if (residual.defined() && residual.data_ptr() != out.data_ptr()) copy(residual, out);
-  else if (bias.defined()) copy(bias.expand(out.shape()), out);
+  if (residual.defined() && bias.defined()) do_binary(BinaryOp::Add, residual, bias.expand(out.shape()), out);
+  else if (residual.defined() && residual.data_ptr() != out.data_ptr()) do_copy(residual, out);
+  else if (bias.defined()) do_copy(bias.expand(out.shape()), out);
   const bool add = bias.defined() || residual.defined();
   if (K == 0) {  // an empty sum: out as it was, zeros, or the bias (cuBLAS would be asked for ld = 0)
-    if (!add) fill(out, 0.0);
+    if (!add) do_fill(out, 0.0);
     return;
   }
   const Tensor a = kernel_checks::blas_operand(a_in), b = kernel_checks::blas_operand(b_in);

@@ -41,7 +41,7 @@ Staging& staging() {
 
 }  // namespace
 
-std::shared_ptr<Storage> CudaBackend::allocate(std::size_t nbytes) {
+std::shared_ptr<Storage> CudaBackend::do_allocate(std::size_t nbytes) {
   if (nbytes == 0) return std::make_shared<Storage>(nullptr, 0, Device::cuda(0), nullptr);
   const Block block = cache_allocate(nbytes);
   try {
@@ -53,9 +53,7 @@ std::shared_ptr<Storage> CudaBackend::allocate(std::size_t nbytes) {
   }
 }
 
-void CudaBackend::copy_from_host(Storage& dst, std::size_t off, const void* src, std::size_t nbytes) {
-  LINEA_CHECK(off + nbytes <= dst.nbytes, "[copy_from_host] {} bytes at offset {} overflow a {}-byte storage", nbytes,
-              off, dst.nbytes);
+void CudaBackend::do_copy_from_host(Storage& dst, std::size_t off, const void* src, std::size_t nbytes) {
   if (nbytes == 0) return;
   Staging& st = staging();
   std::lock_guard<std::mutex> lock(st.mu);
@@ -74,9 +72,7 @@ void CudaBackend::copy_from_host(Storage& dst, std::size_t off, const void* src,
   }
 }
 
-void CudaBackend::copy_to_host(void* dst, const Storage& src, std::size_t off, std::size_t nbytes) {
-  LINEA_CHECK(off + nbytes <= src.nbytes, "[copy_to_host] {} bytes at offset {} overflow a {}-byte storage", nbytes,
-              off, src.nbytes);
+void CudaBackend::do_copy_to_host(void* dst, const Storage& src, std::size_t off, std::size_t nbytes) {
   if (nbytes == 0) return;
   Staging& st = staging();
   std::lock_guard<std::mutex> lock(st.mu);
@@ -103,9 +99,7 @@ void CudaBackend::copy_to_host(void* dst, const Storage& src, std::size_t off, s
   }
 }
 
-void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
-  LINEA_CHECK(src.shape() == dst.shape(), "[copy] shape mismatch: src {} vs dst {}", shape_str(src.shape()),
-              shape_str(dst.shape()));
+void CudaBackend::do_copy(const Tensor& src, const Tensor& dst) {
   const TensorArg s = arg(src, "copy"), d = arg(dst, "copy");
   if (src.numel() == 0) return;
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
@@ -117,7 +111,7 @@ void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
   check_launch("elementwise copy");
 }
 
-void CudaBackend::fill(const Tensor& dst, double value) {
+void CudaBackend::do_fill(const Tensor& dst, double value) {
   launch_fill(arg(dst, "fill"), value);
   check_launch("elementwise fill");
 }

@@ -373,28 +373,25 @@ void launch_where(const TensorArg& cond, const TensorArg& a, const TensorArg& b,
   });
 }
 
-// ---- CudaBackend::unary, binary, where ----
-// The checks and errors shared with the CPU (tensor/kernel_checks.h), then the launchers above.
+// ---- CudaBackend::do_unary, do_binary, do_where ----
+// The launchers above; the errors for a dtype without a kernel are the CPU's (tensor/kernel_checks.h).
 // copy and fill are in cuda_memory.cpp, beside the host transfers.
 
-void CudaBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) {
-  kernel_checks::unary(op, x, out);
+void CudaBackend::do_unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) {
   const char* name = op_name(op);
   if (!launch_unary(op, arg(x, name), arg(out, name), p0, p1))
     kernel_checks::unary_unsupported(op, x.dtype());
   check_launch("elementwise unary");
 }
 
-void CudaBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  kernel_checks::binary(op, a, b, out);
+void CudaBackend::do_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   const char* name = op_name(op);
   if (!launch_binary(op, arg(a, name), arg(b, name), arg(out, name)))
     kernel_checks::binary_unsupported(op, a.dtype());
   check_launch("elementwise binary");
 }
 
-void CudaBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-  kernel_checks::where(cond, a, b, out);
+void CudaBackend::do_where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
   launch_where(arg(cond, "where"), arg(a, "where"), arg(b, "where"), arg(out, "where"));
   check_launch("elementwise where");
 }

@@ -1,16 +1,76 @@
-// The fused kernels for nn/ on the GPU (declared in launch_fused.h): cross-entropy forward and
+// The fused kernels for nn/ on the GPU: cross-entropy forward and
 // backward, AdamW and SGD as multi-tensor apply, the sum of squares and the scaling behind
 // clip_grad_norm_, counter-based uniform numbers, cumsum. Each follows its CPU kernel in tensor/cpu/
 // (cpu_loss.cpp, cpu_optim.cpp, cpu_random.cpp, cpu_scan.cpp) operation for operation; results
 // differ only by the order of sums and by fused multiply-adds, except random_uniform, cumsum and
 // the scaling, which are bit-identical.
+//
+// The CudaBackend methods, at the end, hand the tensors (checked by Backend's methods) to the
+// launchers; the optimizer steps and scale_all build the multi-tensor apply's table of parameters.
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
-#include "linea/cuda/launch_fused.h"
+#include "linea/cuda/cuda_backend.h"
 #include "linea/tensor/counter_rng.h"  // plain integer math, written to be compiled by nvcc too
 
 namespace linea::cuda {
+
+// ---- the launchers (defined after the kernels) ----
+// Element pointers are to element 0 of contiguous data; dt names the element type; everything
+// runs on stream().
+
+// Backend::cross_entropy_forward / _backward on x [rows, C] (dt F32 or F64). weight has
+// `weight_stride` elements between rows (0: one weight for all rows).
+void launch_cross_entropy_forward(DType dt, const void* x, const int64_t* target, int64_t rows, int64_t C,
+                                  int64_t ignore_index, double eps, double* lse, double* loss);
+void launch_cross_entropy_backward(DType dt, const void* x, const int64_t* target, const double* lse,
+                                   const double* weight, int64_t weight_stride, int64_t rows, int64_t C,
+                                   int64_t ignore_index, double eps, void* dx);
+
+// ---- multi-tensor apply (optimizer steps) ----
+// Each parameter is cut into chunks of kFusedChunk elements and one thread block updates one
+// chunk, so a single launch covers every parameter. Block b belongs to the parameter i with the
+// largest first_block <= b (a binary search over this table, which lives in device memory).
+inline constexpr int64_t kFusedChunk = 16384;
+
+struct FusedParam {
+  void* param = nullptr;
+  const void* grad = nullptr;
+  void* buf0 = nullptr;  // AdamW: exp_avg;    SGD: momentum buffer (nullptr without momentum)
+  void* buf1 = nullptr;  // AdamW: exp_avg_sq; SGD: unused
+  int64_t n = 0;            // elements (> 0)
+  int64_t first_block = 0;  // this parameter's first block in the launch
+  double s0 = 0, s1 = 0, s2 = 0;  // AdamW: decay, step_size, sqrt_bc2; SGD: lr, weight_decay, unused;
+                                  // scale_all: factor, unused, unused
+  int32_t first = 0;              // SGD: the parameter's first step
+};
+
+// Blocks needed for n elements.
+inline int64_t fused_blocks(int64_t n) { return (n + kFusedChunk - 1) / kFusedChunk; }
+
+// `params` (device memory) holds `nparams` entries of one dtype dt, with first_block filled in;
+// `nblocks` is the sum of fused_blocks(n) over them.
+void launch_adamw_step(DType dt, const FusedParam* params, int nparams, int64_t nblocks, double beta1, double beta2,
+                       double eps);
+void launch_sgd_step(DType dt, const FusedParam* params, int nparams, int64_t nblocks, double momentum, bool nesterov);
+// Backend::scale_all: each entry's param (n elements) times its s0.
+void launch_scale_all(DType dt, const FusedParam* params, int nparams, int64_t nblocks);
+
+// *out = Σ x_i² (square) or Σ x_i, in double, over n contiguous elements (dt F32 or F64). Two
+// kernels: kSumBlocks blocks write partial sums to `partial` (device memory for that many
+// doubles), one block adds them. The grid is fixed, so the order of the sum (and the result) is
+// the same on every run and every GPU. Used for sum_squares and cross-entropy's total.
+inline constexpr int kSumBlocks = 512;
+void launch_sum(DType dt, const void* x, int64_t n, bool square, double* partial, double* out);
+
+// out[i] = u(seed, offset + i), i < n (dt F32 or F64), tensor/counter_rng.h.
+void launch_random_uniform(DType dt, void* out, int64_t n, uint64_t seed, uint64_t offset);
+
+// Backend::cumsum over contiguous [outer, n, inner] (dt F32, F64 or I64).
+void launch_cumsum(DType dt, const void* x, void* out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+                   bool reverse);
 
 namespace {
 
@@ -333,8 +393,138 @@ void launch_cumsum(DType dt, const void* x, void* out, int64_t outer, int64_t n,
                                                               static_cast<int64_t*>(out), outer, n, inner, exclusive,
                                                               reverse);
       break;
-    default: break;  // cuda_fused.cpp admits only the three above
+    default: break;  // Backend::cumsum admits only the three above
   }
+}
+
+namespace {
+
+// Multi-tensor apply: for each dtype present, the table of that dtype's non-empty parameters
+// (with first_block) goes to device memory in one copy and `launch` runs one kernel over it.
+template <class Launch>
+void apply_fused(const char* kernel, std::vector<std::pair<DType, FusedParam>> entries, Launch&& launch) {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    std::vector<FusedParam> table;
+    int64_t nblocks = 0;
+    for (auto& [d, fp] : entries) {
+      if (d != dtype || fp.n == 0) continue;
+      fp.first_block = nblocks;
+      nblocks += fused_blocks(fp.n);
+      table.push_back(fp);
+    }
+    if (table.empty()) continue;
+    check_fused_launch(kernel, table.size(), nblocks);
+    // The table's device copy is freed when this returns: the caching allocator hands it out
+    // again only to work queued after this kernel on the same stream.
+    const std::size_t nbytes = table.size() * sizeof(FusedParam);
+    std::shared_ptr<Storage> dev_table = instance().do_allocate(nbytes);
+    instance().do_copy_from_host(*dev_table, 0, table.data(), nbytes);
+    launch(dtype, static_cast<const FusedParam*>(dev_table->data), static_cast<int>(table.size()), nblocks);
+    check_launch(kernel);
+  }
+}
+
+// out (0-d float64) = Σ x² or Σ x over contiguous floating x, through launch_sum.
+void device_sum(const Tensor& x, bool square, const Tensor& out) {
+  const TensorArg xa = arg(x, "sum"), oa = arg(out, "sum");
+  // Partial sums in a scratch block, freed (stream-ordered, like apply_fused's table) on return.
+  std::shared_ptr<Storage> partial = instance().do_allocate(kSumBlocks * sizeof(double));
+  launch_sum(xa.dtype, xa.data, x.numel(), square, static_cast<double*>(partial->data), static_cast<double*>(oa.data));
+  check_launch("sum_partial_kernel / sum_partials_kernel");
+}
+
+}  // namespace
+
+void CudaBackend::do_cross_entropy_forward(const Tensor& x, const Tensor& target, int64_t ignore_index,
+                                           double label_smoothing, const Tensor& lse, const Tensor& loss,
+                                           const Tensor& total) {
+  const char* op = "cross_entropy_forward";
+  const int64_t rows = x.size(0), C = x.size(1);
+  const TensorArg xa = arg(x, op), ta = arg(target, op), la = arg(lse, op), lo = arg(loss, op);
+  launch_cross_entropy_forward(xa.dtype, xa.data, static_cast<const int64_t*>(ta.data), rows, C, ignore_index,
+                               label_smoothing, static_cast<double*>(la.data), static_cast<double*>(lo.data));
+  check_launch("ce_forward_kernel");
+  if (total.defined()) device_sum(loss, false, total);
+}
+
+void CudaBackend::do_cross_entropy_backward(const Tensor& x, const Tensor& target, const Tensor& lse,
+                                            const Tensor& weight, int64_t ignore_index, double label_smoothing,
+                                            const Tensor& dx) {
+  const char* op = "cross_entropy_backward";
+  const int64_t rows = x.size(0), C = x.size(1);
+  const TensorArg xa = arg(x, op), ta = arg(target, op), la = arg(lse, op), wa = arg(weight, op), da = arg(dx, op);
+  launch_cross_entropy_backward(xa.dtype, xa.data, static_cast<const int64_t*>(ta.data),
+                                static_cast<const double*>(la.data), static_cast<const double*>(wa.data),
+                                rows ? wa.strides[0] : 0, rows, C, ignore_index, label_smoothing, da.data);
+  check_launch("ce_backward_kernel");
+}
+
+void CudaBackend::do_adamw_step(const std::vector<AdamWParam>& params, double beta1, double beta2, double eps) {
+  std::vector<std::pair<DType, FusedParam>> entries;
+  for (const AdamWParam& a : params) {
+    FusedParam fp;
+    fp.param = a.param.data_ptr();
+    fp.grad = a.grad.data_ptr();
+    fp.buf0 = a.exp_avg.data_ptr();
+    fp.buf1 = a.exp_avg_sq.data_ptr();
+    fp.n = a.param.numel();
+    fp.s0 = a.decay;
+    fp.s1 = a.step_size;
+    fp.s2 = a.sqrt_bc2;
+    entries.emplace_back(a.param.dtype(), fp);
+  }
+  apply_fused("adamw_kernel", std::move(entries), [&](DType d, const FusedParam* table, int n, int64_t nblocks) {
+    launch_adamw_step(d, table, n, nblocks, beta1, beta2, eps);
+  });
+}
+
+void CudaBackend::do_sgd_step(const std::vector<SgdParam>& params, double momentum, bool nesterov) {
+  std::vector<std::pair<DType, FusedParam>> entries;
+  for (const SgdParam& s : params) {
+    FusedParam fp;
+    fp.param = s.param.data_ptr();
+    fp.grad = s.grad.data_ptr();
+    fp.buf0 = s.momentum_buffer.defined() ? s.momentum_buffer.data_ptr() : nullptr;
+    fp.n = s.param.numel();
+    fp.s0 = s.lr;
+    fp.s1 = s.weight_decay;
+    fp.first = s.first ? 1 : 0;
+    entries.emplace_back(s.param.dtype(), fp);
+  }
+  apply_fused("sgd_kernel", std::move(entries), [&](DType d, const FusedParam* table, int n, int64_t nblocks) {
+    launch_sgd_step(d, table, n, nblocks, momentum, nesterov);
+  });
+}
+
+void CudaBackend::do_sum_squares(const std::vector<Tensor>& xs, const Tensor& out) {
+  for (size_t t = 0; t < xs.size(); ++t) device_sum(xs[t], true, out.select(0, int64_t(t)));
+}
+
+void CudaBackend::do_scale_all(const std::vector<Tensor>& xs, double factor) {
+  std::vector<std::pair<DType, FusedParam>> entries;
+  for (const Tensor& x : xs) {
+    FusedParam fp;
+    fp.param = x.data_ptr();
+    fp.n = x.numel();
+    fp.s0 = factor;
+    entries.emplace_back(x.dtype(), fp);
+  }
+  apply_fused("scale_kernel", std::move(entries), [&](DType d, const FusedParam* table, int n, int64_t nblocks) {
+    launch_scale_all(d, table, n, nblocks);
+  });
+}
+
+void CudaBackend::do_random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
+  const TensorArg oa = arg(out, "random_uniform");
+  launch_random_uniform(oa.dtype, oa.data, out.numel(), seed, offset);
+  check_launch("uniform_kernel");
+}
+
+void CudaBackend::do_cumsum(const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+                            bool reverse) {
+  const TensorArg xa = arg(x, "cumsum"), oa = arg(out, "cumsum");
+  launch_cumsum(xa.dtype, xa.data, oa.data, outer, n, inner, exclusive, reverse);
+  check_launch("cumsum_kernel");
 }
 
 }  // namespace linea::cuda

@@ -193,23 +193,19 @@ void run(const char* op, Launch launch, const Tensor& a, int64_t dim, const Tens
 
 }  // namespace
 
-void CudaBackend::index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
-  kernel_checks::index_select(x, dim, idx, out);
+void CudaBackend::do_index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
   run("index_select", launch_index_select, x, dim, idx, out, x.shape()[dim]);
 }
 
-void CudaBackend::index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) {
-  kernel_checks::index_add(out, dim, idx, src);
+void CudaBackend::do_index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) {
   run("index_add", launch_index_add, out, dim, idx, src, out.shape()[dim]);
 }
 
-void CudaBackend::gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
-  kernel_checks::gather(x, dim, idx, out);
+void CudaBackend::do_gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
   run("gather", launch_gather, x, dim, idx, out, x.shape()[dim]);
 }
 
-void CudaBackend::scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) {
-  kernel_checks::scatter_add(out, dim, idx, src);
+void CudaBackend::do_scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) {
   run("scatter_add", launch_scatter_add, out, dim, idx, src, out.shape()[dim]);
 }
 

@@ -7,13 +7,83 @@
 // i % blockDim (the same strided loop everywhere), so a thread that accumulates into an element
 // in several passes is its only writer; __syncthreads() separates loading a tile from reading it
 // and reading it from overwriting it.
+//
+// CudaBackend::do_mhla_forward / do_mhla_backward, at the end, order these kernels, after
+// Backend's shared checks and the GPU's own (check_mhla, cuda_backend.h). The products BETWEEN
+// blocks — the mixing W S', its transpose and dW — are batched cuBLAS GEMMs through do_gemm with
+// W broadcast over the pairs, and dW's sum over pairs is do_reduce: per-pair partials, no atomics,
+// so dmix is deterministic. docs/mhla.md, "Fused CUDA kernels", has the maths in order.
+#include <algorithm>
+#include <cstdint>
 #include <cuda_runtime.h>
 
-#include <algorithm>
-
-#include "linea/cuda/launch_mhla.h"
+#include "linea/cuda/cuda_backend.h"
+#include "linea/cuda/packed_rows.h"
 
 namespace linea::cuda {
+
+// ---- the launchers (defined after the kernels) ----
+// All token tensors are contiguous [BH, N, e] (BH = B·H pairs), per-block matrices are contiguous
+// [BH, M, rows, cols], M = ceil(N / L) blocks of L tokens (the last one may be shorter: its
+// missing tokens are never read, which is the zero padding of docs/mhla.md). `fm` is the feature
+// map (tensor/ops.h), applied as tokens are loaded; FeatureMap::Identity loads them as they are.
+
+// A token operand as the kernels read it: element (t, c) of pair bh is
+//   c <  w: φ(x[bh, t, c]) / rdiv[bh, t]   (φ = fm: Identity loads x as it is; no division when
+//                                           rdiv is null)
+//   c == w: extra[bh, t], or 1 when extra is null   (only when cols == w + 1: V' = [V | 1])
+struct MhlaOperand {
+  const void* x = nullptr;
+  int w = 0, cols = 0;
+  FeatureMap fm = FeatureMap::Identity;
+  double eps = 0;
+  const void* rdiv = nullptr;
+  const void* extra = nullptr;
+};
+
+// out[bh, j] = Σ_{t in block j} X(t, :)ᵀ Y(t, :)  -> [BH, M, X.cols, Y.cols]  (block summaries)
+void launch_mhla_summaries(DType dt, const MhlaOperand& x, const MhlaOperand& y, void* out, int64_t BH, int64_t N,
+                           int64_t L);
+
+// How the result rows Y(t, :) = X(t, :) Z_j of launch_mhla_apply are written.
+enum class MhlaEpilogue {
+  Normalise,  // out[t, c] = Y[c] / (Y[ncols-1] + eps) for c < ncols-1; r[t] = Y[ncols-1] + eps
+  PhiGrad,    // out[t, c] = Y[c] · φ'(x[t, c])   (x = aux, fm)
+  Store,      // out[t, c] = Y[c]
+};
+// For every token t of block j: Y(t, c) = Σ_k X(t, k) Z_j[k·zr + c·zc], c < ncols, where
+// Z_j = z + (bh·M + j)·zblock (pass zr, zc swapped for Z_jᵀ); then the epilogue writes row t.
+void launch_mhla_apply(DType dt, const MhlaOperand& x, const void* z, int64_t zblock, int64_t zr, int64_t zc,
+                       int ncols, MhlaEpilogue epi, void* out, void* r, const void* aux, FeatureMap fm, double eps,
+                       int64_t BH, int64_t N, int64_t L);
+
+// δ[bh, t] = −Σ_c g[bh, t, c] · o[bh, t, c] / r[bh, t]   (the normaliser's gradient, spec §5.1)
+void launch_mhla_delta(DType dt, const void* g, const void* o, const void* r, void* delta, int64_t rows, int dv);
+
+// mixer[i, j] = scale · W[i, j] for j < i, else 0   (the causal inter-chunk mixing matrix)
+void launch_mhla_strict_lower(DType dt, const void* w, void* mixer, int64_t M, double scale);
+
+// Causal forward output (spec §3): O_i = Q̂_i sp_i + s·W_ii · tril(Q̂_i K̂_iᵀ) V_i per chunk i,
+// with sp = s·P [BH, M, d, dv]. q, k [BH, N, d] raw (φ applied on load), v [BH, N, dv].
+void launch_mhla_causal_out(DType dt, const void* q, const void* k, const void* v, const void* sp, const void* w,
+                            double scale, FeatureMap fm, double eps, void* out, int64_t BH, int64_t N, int64_t C, int d,
+                            int dv);
+
+// Causal backward, intra-chunk parts + the per-chunk products with the saved/mixed summaries
+// (docs/mhla.md, causal backward; sdA = s·W_ii·tril(G Vᵀ)):
+//   query side: dq = (G spᵀ + sdA K̂) ∘ φ'(q),  dwd[bh, t] = Σ_{u≤t} (g_t·v_u)(q̂_t·k̂_u)
+//   key side:   dk = (sdAᵀ Q̂ + V dSᵀ) ∘ φ'(k),  dv = s·W_jj · tril(Q̂K̂ᵀ)ᵀ G + K̂ dS
+// with dS = (s·W_strict)ᵀ U [BH, M, d, dv].
+void launch_mhla_causal_dq(DType dt, const void* q, const void* k, const void* v, const void* g, const void* sp,
+                           const void* w, double scale, FeatureMap fm, double eps, void* dq, void* dwd, int64_t BH,
+                           int64_t N, int64_t C, int d, int dv);
+void launch_mhla_causal_dkv(DType dt, const void* q, const void* k, const void* v, const void* g, const void* ds,
+                            const void* w, double scale, FeatureMap fm, double eps, void* dk, void* dv_out, int64_t BH,
+                            int64_t N, int64_t C, int d, int dv);
+
+// dmix[i, j] = scale · raw[i, j] for j < i; dmix[i, i] = scale · Σ_{bh, t in chunk i} dwd[bh, t]; 0 above.
+void launch_mhla_causal_dmix(DType dt, const void* raw, const void* dwd, void* dmix, int64_t M, int64_t BH, int64_t N,
+                             int64_t C, double scale);
 
 namespace {
 
@@ -46,7 +116,7 @@ __device__ T phi_grad(T x, FeatureMap fm) {
 // Tokens in the next tile when `left` tokens remain (0 when none).
 __device__ inline int tile_rows(int64_t left) { return left <= 0 ? 0 : left < kTile ? static_cast<int>(left) : kTile; }
 
-// The device view of MhlaOperand (launch_mhla.h): element (t, c) of pair bh.
+// The device view of MhlaOperand (above): element (t, c) of pair bh.
 template <class T>
 struct Operand {
   const T* x;
@@ -428,7 +498,7 @@ void causal_dkv(const void* q, const void* k, const void* v, const void* g, cons
 
 }  // namespace
 
-// The launchers: a switch on the dtype (float32 / float64; cuda_mhla.cpp has checked it).
+// The launchers: a switch on the dtype (float32 / float64; Backend::mhla_* has checked it).
 #define LINEA_MHLA_DISPATCH(dt, call)    \
   do {                                   \
     if ((dt) == DType::Float64) {               \
@@ -488,5 +558,153 @@ void launch_mhla_causal_dmix(DType dt, const void* raw, const void* dwd, void* d
 }
 
 #undef LINEA_MHLA_DISPATCH
+
+namespace {
+
+using Dims = Backend::MHLADims;
+
+Tensor scratch(Shape shape, const Tensor& like) { return empty(std::move(shape), like.dtype(), like.device()); }
+
+// Y[bh] = W X[bh] for every pair, one strided-batched GEMM; x, y are [BH, M, F] views of
+// contiguous per-block summaries, w is [M, M] (any strides: a transpose is passed to cuBLAS).
+void mix_blocks(CudaBackend& be, const Tensor& w, const Tensor& x, const Tensor& y) {
+  be.do_gemm(w.unsqueeze(0).expand({x.size(0), -1, -1}), x, y, Tensor(), Tensor());
+}
+
+// Σ_pairs X[bh] Y[bh]ᵀ -> out [M, M]: per-pair GEMMs, then a sum over the pairs.
+void pair_gram(CudaBackend& be, const Tensor& x, const Tensor& y, const Tensor& out) {
+  const int64_t BH = x.size(0), M = x.size(1);
+  Tensor partial = scratch({BH, M, M}, x);
+  be.do_gemm(x, y.transpose(1, 2), partial, Tensor(), Tensor());
+  be.do_reduce(ReduceOp::Sum, partial, out.view({1, M * M}), 1, BH, M * M);
+}
+
+// φ(x) as the kernels load it, and x as it is (optionally augmented with a ones column).
+MhlaOperand features(const Tensor& x, const Backend::MHLAArgs& a) {
+  const int w = static_cast<int>(x.size(2));
+  return {x.data_ptr(), w, w, a.feature_map, a.eps, nullptr, nullptr};
+}
+MhlaOperand plain(const Tensor& x, bool ones_column) {
+  const int w = static_cast<int>(x.size(2));
+  return {x.data_ptr(), w, ones_column ? w + 1 : w, FeatureMap::Identity, 0, nullptr, nullptr};
+}
+
+// The causal mixer s·W_strict (the part of W that mixes earlier chunks' summaries).
+Tensor strict_lower(const Tensor& mix, double scale) {
+  Tensor m = scratch(mix.shape(), mix);
+  launch_mhla_strict_lower(mix.dtype(), mix.data_ptr(), m.data_ptr(), mix.size(0), scale);
+  check_launch("mhla_strict_lower");
+  return m;
+}
+
+}  // namespace
+
+void CudaBackend::do_mhla_forward(const Tensor& q_rows, const Tensor& k_rows, const Tensor& v_rows, const Tensor& mix,
+                                  const MHLAArgs& a, const Tensor& out_rows, const Tensor& s, const Tensor& sh,
+                                  const Tensor& r) {
+  const Dims g = Dims::of(q_rows, v_rows, a);
+  check_mhla("mhla_forward", q_rows, g, a);
+  const DType t = q_rows.dtype();
+  for (const Tensor* x : {&out_rows, &s, &sh}) arg(*x, "mhla_forward");  // all on a CUDA device
+  if (g.BH == 0) return;  // no pairs: nothing to write, and an empty grid is not a valid launch
+  const Tensor q = packed(*this, q_rows), k = packed(*this, k_rows), v = packed(*this, v_rows);
+  const Tensor out = packed_out(out_rows);
+  if (!a.causal) {
+    // S' = φ(K)ᵀ[V | 1] per block; Ŝ' = W S'; per token u = φ(q) Ŝ'_i, o = u[:dv] / (u[dv] + eps).
+    launch_mhla_summaries(t, features(k, a), plain(v, true), s.data_ptr(), g.BH, g.N, g.L);
+    check_launch("mhla_summaries");
+    mix_blocks(*this, mix, s.view({g.BH, g.M, g.block()}), sh.view({g.BH, g.M, g.block()}));
+    arg(r, "mhla_forward");
+    launch_mhla_apply(t, features(q, a), sh.data_ptr(), g.block(), g.dv + 1, 1, static_cast<int>(g.dv + 1),
+                      MhlaEpilogue::Normalise, out.data_ptr(), r.data_ptr(), nullptr, a.feature_map, a.eps, g.BH,
+                      g.N, g.L);
+    check_launch("mhla_apply");
+    unpack(*this, out, out_rows);
+    return;
+  }
+  // Causal (spec §3): S_j = φ(K_j)ᵀ V_j; s·P = (s·W_strict) S; O_i = Q̂_i (s·P_i) + s·W_ii tril(Q̂_i K̂_iᵀ) V_i.
+  launch_mhla_summaries(t, features(k, a), plain(v, false), s.data_ptr(), g.BH, g.N, g.L);
+  check_launch("mhla_summaries");
+  mix_blocks(*this, strict_lower(mix, a.scale), s.view({g.BH, g.M, g.d * g.dv}), sh.view({g.BH, g.M, g.d * g.dv}));
+  launch_mhla_causal_out(t, q.data_ptr(), k.data_ptr(), v.data_ptr(), sh.data_ptr(), mix.data_ptr(), a.scale,
+                         a.feature_map, a.eps, out.data_ptr(), g.BH, g.N, g.L, static_cast<int>(g.d),
+                         static_cast<int>(g.dv));
+  check_launch("mhla_causal_out");
+  unpack(*this, out, out_rows);
+}
+
+void CudaBackend::do_mhla_backward(const Tensor& q_rows, const Tensor& k_rows, const Tensor& v_rows, const Tensor& mix,
+                                   const MHLAArgs& a, const Tensor& out_rows, const Tensor& s, const Tensor& sh,
+                                   const Tensor& r, const Tensor& grad_rows, const Tensor& dq_rows,
+                                   const Tensor& dk_rows, const Tensor& dv_rows, const Tensor& dmix) {
+  const char* op = "mhla_backward";
+  const Dims g = Dims::of(q_rows, v_rows, a);
+  check_mhla(op, q_rows, g, a);
+  const DType t = q_rows.dtype();
+  for (const Tensor* x : {&out_rows, &s, &sh, &grad_rows, &dq_rows, &dk_rows, &dv_rows, &dmix}) arg(*x, op);
+  if (g.BH == 0) {  // no pairs: dmix is an empty sum, and an empty grid is not a valid launch
+    do_fill(dmix, 0);
+    return;
+  }
+  const Tensor q = packed(*this, q_rows), k = packed(*this, k_rows), v = packed(*this, v_rows);
+  const Tensor out = packed(*this, out_rows), grad = packed(*this, grad_rows);
+  const Tensor dq = packed_out(dq_rows), dk = packed_out(dk_rows), dv = packed_out(dv_rows);
+  const auto unpack_all = [&] {
+    unpack(*this, dq, dq_rows);
+    unpack(*this, dk, dk_rows);
+    unpack(*this, dv, dv_rows);
+  };
+  const int d = static_cast<int>(g.d), dvi = static_cast<int>(g.dv);
+  if (!a.causal) {
+    // dU' = [G / r | δ], δ = −rowsum(G∘O) / r (spec §5.1, augmented form).
+    arg(r, "mhla_backward");
+    Tensor delta = scratch({g.BH, g.N}, q);
+    launch_mhla_delta(t, grad.data_ptr(), out.data_ptr(), r.data_ptr(), delta.data_ptr(), g.BH * g.N, dvi);
+    check_launch("mhla_delta");
+    const MhlaOperand du{grad.data_ptr(), dvi, dvi + 1, FeatureMap::Identity, 0, r.data_ptr(), delta.data_ptr()};
+    // dφQ = dU' Ŝ'ᵀ (then ∘ φ'(q)); dŜ' = φQᵀ dU' per block.
+    launch_mhla_apply(t, du, sh.data_ptr(), g.block(), 1, g.dv + 1, d, MhlaEpilogue::PhiGrad, dq.data_ptr(), nullptr,
+                      q.data_ptr(), a.feature_map, a.eps, g.BH, g.N, g.L);
+    check_launch("mhla_apply");
+    Tensor dsh = scratch(s.shape(), s);
+    launch_mhla_summaries(t, features(q, a), du, dsh.data_ptr(), g.BH, g.N, g.L);
+    check_launch("mhla_summaries");
+    // dW = Σ_pairs dŜ'_flat S'_flatᵀ;  dS' = Wᵀ dŜ'.
+    const Tensor dsh_f = dsh.view({g.BH, g.M, g.block()}), s_f = s.view({g.BH, g.M, g.block()});
+    pair_gram(*this, dsh_f, s_f, dmix);
+    Tensor ds = scratch(s.shape(), s);
+    mix_blocks(*this, mix.t(), dsh_f, ds.view({g.BH, g.M, g.block()}));
+    // dφK_j = V'_j dS'_jᵀ (then ∘ φ'(k));  dV_j = φK_j dS'_j[:, :dv].
+    launch_mhla_apply(t, plain(v, true), ds.data_ptr(), g.block(), 1, g.dv + 1, d, MhlaEpilogue::PhiGrad,
+                      dk.data_ptr(), nullptr, k.data_ptr(), a.feature_map, a.eps, g.BH, g.N, g.L);
+    check_launch("mhla_apply");
+    launch_mhla_apply(t, features(k, a), ds.data_ptr(), g.block(), g.dv + 1, 1, dvi, MhlaEpilogue::Store,
+                      dv.data_ptr(), nullptr, nullptr, a.feature_map, a.eps, g.BH, g.N, g.L);
+    check_launch("mhla_apply");
+    unpack_all();
+    return;
+  }
+  // Causal (spec §5.3): U_i = Q̂_iᵀ G_i; dS = (s·W_strict)ᵀ U; dW_strict = s·Σ_pairs U_flat S_flatᵀ
+  // (below the diagonal); dW_ii = s·Σ ⟨G_i, tril(Q̂_i K̂_iᵀ) V_i⟩ from the per-token dwd.
+  const int64_t F = g.d * g.dv;
+  Tensor U = scratch(s.shape(), s);
+  launch_mhla_summaries(t, features(q, a), plain(grad, false), U.data_ptr(), g.BH, g.N, g.L);
+  check_launch("mhla_summaries");
+  const Tensor U_f = U.view({g.BH, g.M, F});
+  Tensor ds = scratch(s.shape(), s);
+  mix_blocks(*this, strict_lower(mix, a.scale).t(), U_f, ds.view({g.BH, g.M, F}));
+  Tensor raw = scratch({g.M, g.M}, mix);
+  pair_gram(*this, U_f, s.view({g.BH, g.M, F}), raw);
+  Tensor dwd = scratch({g.BH, g.N}, q);
+  launch_mhla_causal_dq(t, q.data_ptr(), k.data_ptr(), v.data_ptr(), grad.data_ptr(), sh.data_ptr(), mix.data_ptr(),
+                        a.scale, a.feature_map, a.eps, dq.data_ptr(), dwd.data_ptr(), g.BH, g.N, g.L, d, dvi);
+  check_launch("mhla_causal_dq");
+  launch_mhla_causal_dmix(t, raw.data_ptr(), dwd.data_ptr(), dmix.data_ptr(), g.M, g.BH, g.N, g.L, a.scale);
+  check_launch("mhla_causal_dmix");
+  launch_mhla_causal_dkv(t, q.data_ptr(), k.data_ptr(), v.data_ptr(), grad.data_ptr(), ds.data_ptr(), mix.data_ptr(),
+                         a.scale, a.feature_map, a.eps, dk.data_ptr(), dv.data_ptr(), g.BH, g.N, g.L, d, dvi);
+  check_launch("mhla_causal_dkv");
+  unpack_all();
+}
 
 }  // namespace linea::cuda

@@ -246,28 +246,28 @@ void norm_backward(const char* op, bool center, const Tensor& dy, const Tensor& 
 
 }  // namespace
 
-void CudaBackend::layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                                    const Tensor& out, const Tensor& mean, const Tensor& rstd) {
-  const auto [rows, n] = kernel_checks::layernorm_forward(x, weight, bias, out, mean, rstd);
+void CudaBackend::do_layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                                       const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  const auto [rows, n] = kernel_checks::last_dim_rows(x);
   norm_forward("layernorm_forward", true, x, weight, bias, eps, out, mean, rstd, rows, n);
 }
 
-void CudaBackend::layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                                     const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
-                                     const Tensor& dbias) {
-  const auto [rows, n] = kernel_checks::layernorm_backward(dy, x, weight, mean, rstd, dx, dweight, dbias);
+void CudaBackend::do_layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                                        const Tensor& dbias) {
+  const auto [rows, n] = kernel_checks::last_dim_rows(x);
   norm_backward("layernorm_backward", true, dy, x, weight, mean, rstd, dx, dweight, dbias, rows, n);
 }
 
-void CudaBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& out,
-                                  const Tensor& rstd) {
-  const auto [rows, n] = kernel_checks::rmsnorm_forward(x, weight, out, rstd);
+void CudaBackend::do_rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& out,
+                                     const Tensor& rstd) {
+  const auto [rows, n] = kernel_checks::last_dim_rows(x);
   norm_forward("rmsnorm_forward", false, x, weight, Tensor(), eps, out, Tensor(), rstd, rows, n);
 }
 
-void CudaBackend::rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                                   const Tensor& dx, const Tensor& dweight) {
-  const auto [rows, n] = kernel_checks::rmsnorm_backward(dy, x, weight, rstd, dx, dweight);
+void CudaBackend::do_rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                      const Tensor& dx, const Tensor& dweight) {
+  const auto [rows, n] = kernel_checks::last_dim_rows(x);
   norm_backward("rmsnorm_backward", false, dy, x, weight, Tensor(), rstd, dx, dweight, Tensor(), rows, n);
 }
 

@@ -345,12 +345,11 @@ const char* launch_softmax_backward(DType dtype, const void* y, const void* dy, 
   });
 }
 
-// ---- CudaBackend::reduce, softmax, softmax_backward ----
-// The checks shared with the CPU (tensor/kernel_checks.h), then the launchers above, each of
-// which returns the names of the kernels it launched for check_launch().
+// ---- CudaBackend::do_reduce, do_softmax, do_softmax_backward ----
+// The launchers above, each of which returns the names of the kernels it launched for
+// check_launch().
 
-void CudaBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) {
-  if (!kernel_checks::reduce(op, x, out, outer, n, inner)) return;
+void CudaBackend::do_reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) {
   const TensorArg xa = arg(x, "reduce"), oa = arg(out, "reduce");
   const ReducePlan plan = plan_reduce(op, xa.dtype, outer, n, inner);
   // Partial results of split rows/columns; freed here, but the caching allocator hands memory
@@ -361,8 +360,7 @@ void CudaBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_
                              scratch.defined() ? scratch.data_ptr() : nullptr));
 }
 
-void CudaBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
-  kernel_checks::softmax(x, out);
+void CudaBackend::do_softmax(const Tensor& x, const Tensor& out, bool log) {
   if (x.numel() == 0) return;
   if (!is_floating(x.dtype())) dtype_error("softmax", x.dtype());
   const TensorArg xa = arg(x, "softmax"), oa = arg(out, "softmax");
@@ -370,8 +368,7 @@ void CudaBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
   check_launch(launch_softmax(xa.dtype, xa.data, oa.data, rows, n, log));
 }
 
-void CudaBackend::softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, bool log) {
-  kernel_checks::softmax_backward(y, dy, dx);
+void CudaBackend::do_softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, bool log) {
   if (y.numel() == 0) return;
   if (!is_floating(y.dtype())) dtype_error("softmax_backward", y.dtype());
   const TensorArg ya = arg(y, "softmax_backward"), ga = arg(dy, "softmax_backward"), da = arg(dx, "softmax_backward");

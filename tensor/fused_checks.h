@@ -1,6 +1,6 @@
-// Argument checks of the fused kernels for nn/ (backend.h, "fused kernels for nn/"), shared by
-// the CPU (tensor/cpu/cpu_loss.cpp, cpu_optim.cpp, cpu_random.cpp, cpu_scan.cpp) and CUDA
-// (cuda/cuda_fused.cpp) backends, so every device rejects the same inputs with the same message.
+// Argument checks of the fused kernels for nn/ (backend.h: losses, optimizer steps, random
+// numbers, cumsum, MHLA), run once by each Backend method (backend.cpp) before the device's
+// kernel, so every device rejects the same inputs with the same message.
 #pragma once
 #include <cstdint>
 #include <utility>
@@ -29,26 +29,24 @@ inline void f64_rows(const char* op, const char* what, const Tensor& t, int64_t 
               t.dtype(), shape_str(t.shape()));
 }
 
-inline std::pair<int64_t, int64_t> cross_entropy_forward(const Tensor& x, const Tensor& target, const Tensor& lse,
-                                                        const Tensor& loss, const Tensor& total) {
+inline void cross_entropy_forward(const Tensor& x, const Tensor& target, const Tensor& lse, const Tensor& loss,
+                                  const Tensor& total) {
   const auto rc = rows_of("cross_entropy_forward", x, target);
   f64_rows("cross_entropy_forward", "lse", lse, rc.first, true);
   f64_rows("cross_entropy_forward", "loss", loss, rc.first, true);
   LINEA_CHECK(!total.defined() || (total.dim() == 0 && total.dtype() == DType::Float64),
               "[cross_entropy_forward] total must be 0-d float64, got {} {}", total.dtype(),
               shape_str(total.shape()));
-  return rc;
 }
 
-inline std::pair<int64_t, int64_t> cross_entropy_backward(const Tensor& x, const Tensor& target, const Tensor& lse,
-                                                         const Tensor& weight, const Tensor& dx) {
+inline void cross_entropy_backward(const Tensor& x, const Tensor& target, const Tensor& lse, const Tensor& weight,
+                                   const Tensor& dx) {
   const auto rc = rows_of("cross_entropy_backward", x, target);
   f64_rows("cross_entropy_backward", "lse", lse, rc.first, true);
   f64_rows("cross_entropy_backward", "weight", weight, rc.first, false);
   LINEA_CHECK(dx.is_contiguous() && dx.shape() == x.shape() && dx.dtype() == x.dtype(),
               "[cross_entropy_backward] dx must be contiguous {} {}, got {} {}", x.dtype(), shape_str(x.shape()),
               dx.dtype(), shape_str(dx.shape()));
-  return rc;
 }
 
 // An optimizer's parameter: contiguous floating, on the backend's device type.
@@ -115,25 +113,20 @@ inline void cumsum(const Tensor& x, const Tensor& out, int64_t outer, int64_t n,
               "[cumsum] supports float32, float64 and int64, got {}", x.dtype());
 }
 
-// The fused MHLA kernels (backend.h, "fused MHLA"): q, k [B, H, N, d] and v [B, H, N, dv] with
-// unit stride along the last dim (rows at any strides: the heads of a [B, N, H·e] projection are
-// read in place), and mix [M, M] contiguous, of one floating dtype, M = ceil(N / block_len).
-struct MhlaDims {
-  int64_t B, H, BH, N, d, dv, L, M;
-  int64_t block() const { return d * (dv + 1); }                   // elements of one summary S'_j
-  int64_t rows(int64_t j) const { return N - j * L < L ? N - j * L : L; }  // tokens of block j
-};
-
 // A per-token operand or result: [B, H, N, e] with unit stride along e.
-inline void mhla_rows(const char* op, const char* what, const Tensor& t, const MhlaDims& g, int64_t e,
+inline void mhla_rows(const char* op, const char* what, const Tensor& t, const Backend::MHLADims& g, int64_t e,
                       DType dtype) {
   LINEA_CHECK(t.shape() == Shape({g.B, g.H, g.N, e}) && t.dtype() == dtype && t.strides()[3] == 1,
               "[{}] {} must be {} [{}, {}, {}, {}] with unit stride along the last dim, got {} {} (strides {})", op,
               what, dtype, g.B, g.H, g.N, e, t.dtype(), shape_str(t.shape()), shape_str(t.strides()));
 }
 
-inline MhlaDims mhla(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
-                     const Backend::MHLAArgs& a) {
+// The fused MHLA kernels (backend.h, "fused MHLA"): q, k [B, H, N, d] and v [B, H, N, dv] with
+// unit stride along the last dim (rows at any strides: the heads of a [B, N, H·e] projection are
+// read in place), and mix [M, M] contiguous, of one floating dtype, M = ceil(N / block_len).
+// Returns their dims (backend.h).
+inline Backend::MHLADims mhla(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
+                              const Backend::MHLAArgs& a) {
   LINEA_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.dim() == 4 && v.size(0) == q.size(0) &&
                   v.size(1) == q.size(1) && v.size(2) == q.size(2),
               "[{}] expected q, k [B, H, N, d] and v [B, H, N, dv], got {} / {} / {}", op, shape_str(q.shape()),
@@ -142,7 +135,7 @@ inline MhlaDims mhla(const char* op, const Tensor& q, const Tensor& k, const Ten
               "[{}] q, k, v, mix must share float32 or float64, got {} / {} / {} / {}", op, q.dtype(), k.dtype(),
               v.dtype(), mix.dtype());
   LINEA_CHECK(a.causal || !a.normalised, "[{}] the normalised form is causal linear attention's: causal only", op);
-  MhlaDims g{q.size(0), q.size(1), q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), a.block_len, 0};
+  Backend::MHLADims g{q.size(0), q.size(1), q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), a.block_len, 0};
   LINEA_CHECK(g.N > 0 && g.d > 0 && g.dv > 0 && g.L > 0, "[{}] empty input or block_len <= 0: q {}, block_len {}", op,
               shape_str(q.shape()), g.L);
   mhla_rows(op, "q", q, g, g.d, q.dtype());
@@ -151,6 +144,27 @@ inline MhlaDims mhla(const char* op, const Tensor& q, const Tensor& k, const Ten
   g.M = (g.N + g.L - 1) / g.L;
   LINEA_CHECK(mix.dim() == 2 && mix.size(0) == g.M && mix.size(1) == g.M && mix.is_contiguous(),
               "[{}] mix must be contiguous [{}, {}], got {}", op, g.M, g.M, shape_str(mix.shape()));
+  return g;
+}
+
+// mhla(), then the tensors the forward saves for the backward (backend.h, "fused MHLA"): s and sh
+// [BH, M, d, dv+1] non-causal or normalised, [BH, M, d, dv] causal; r [BH, N] but for plain causal.
+inline Backend::MHLADims mhla_saved(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& mix, const Backend::MHLAArgs& a, const Tensor& s, const Tensor& sh,
+                                    const Tensor& r) {
+  const Backend::MHLADims g = mhla(op, q, k, v, mix, a);
+  const bool ones = !a.causal || a.normalised;  // the summaries carry V's ones column
+  const int64_t cols = ones ? g.dv + 1 : g.dv;
+  for (const Tensor* t : {&s, &sh, &r})
+    if (t->defined())
+      LINEA_CHECK(t->dtype() == q.dtype() && t->is_contiguous(),
+                  "[{}] s, sh and r must be contiguous tensors of q's dtype {}, got {} {}", op, q.dtype(),
+                  shape_str(t->shape()), t->dtype());
+  LINEA_CHECK(s.defined() && sh.defined() && s.numel() == g.BH * g.M * g.d * cols && sh.numel() == s.numel() &&
+                  (!ones || (r.defined() && r.numel() == g.BH * g.N)),
+              "[{}] s {} / sh {} / r {} do not fit q {} and v {} ({})", op, shape_str(s.shape()),
+              shape_str(sh.shape()), r.defined() ? shape_str(r.shape()) : "undefined", shape_str(q.shape()),
+              shape_str(v.shape()), !a.causal ? "non-causal" : a.normalised ? "causal, normalised" : "causal");
   return g;
 }
 

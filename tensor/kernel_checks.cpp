@@ -6,10 +6,12 @@
 
 namespace linea::kernel_checks {
 
-GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, const Tensor& residual) {
+void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, const Tensor& residual) {
   LINEA_CHECK(a.dim() == 3 && b.dim() == 3 && out.dim() == 3, "[gemm] expected 3-d operands, got {} @ {} -> {}",
               shape_str(a.shape()), shape_str(b.shape()), shape_str(out.shape()));
-  const GemmShape g{out.shape()[0], out.shape()[1], out.shape()[2], a.shape()[2]};
+  const struct {
+    int64_t batch, M, N, K;
+  } g{out.shape()[0], out.shape()[1], out.shape()[2], a.shape()[2]};
   LINEA_CHECK(a.shape() == Shape({g.batch, g.M, g.K}) && b.shape() == Shape({g.batch, g.K, g.N}) && out.is_contiguous(),
               "[gemm] shapes {} @ {} -> {} do not match [batch, M, K] @ [batch, K, N] -> [batch, M, N]",
               shape_str(a.shape()), shape_str(b.shape()), shape_str(out.shape()));
@@ -26,10 +28,9 @@ GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor
               shape_str(out.shape()), out.device(), residual.dtype(), shape_str(residual.shape()), residual.device());
   LINEA_CHECK(!residual.defined() || residual.storage() != out.storage() || residual.data_ptr() == out.data_ptr(),
               "[gemm] residual must be out itself or not overlap it: it shares out's storage at another offset");
-  return g;
 }
 
-std::array<int64_t, 3> linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) {
+void linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) {
   LINEA_CHECK(g.dim() == 2 && x.dim() == 2 && dw.dim() == 2 && g.size(0) == x.size(0) &&
                   dw.shape() == Shape({g.size(1), x.size(1)}) && (!db.defined() || db.shape() == Shape({g.size(1)})),
               "[linear_weight_grad] expected g [rows, out], x [rows, in], dw [out, in], db [out], got {}, {}, {}, {}",
@@ -42,11 +43,9 @@ std::array<int64_t, 3> linear_weight_grad(const Tensor& g, const Tensor& x, cons
   LINEA_CHECK(x.device() == g.device() && dw.device() == g.device() && (!db.defined() || db.device() == g.device()),
               "[linear_weight_grad] operands on different devices: g on {}, x on {}, dw on {}", g.device(),
               x.device(), dw.device());
-  return {g.size(0), g.size(1), x.size(1)};
 }
 
-std::pair<int64_t, int64_t> row_geometry(const char* op, const Tensor& x, Operands rowwise, Operands per_row,
-                                         Operands per_feature) {
+void row_geometry(const char* op, const Tensor& x, Operands rowwise, Operands per_row, Operands per_feature) {
   LINEA_CHECK(x.is_contiguous() && x.dim() >= 1, "[{}] x must be contiguous with at least 1 dim, got {}", op,
               shape_str(x.shape()));
   const int64_t n = x.shape().back(), rows = n == 0 ? 0 : x.numel() / n;
@@ -61,45 +60,37 @@ std::pair<int64_t, int64_t> row_geometry(const char* op, const Tensor& x, Operan
   check(rowwise, x.shape());
   check(per_row, {rows});
   check(per_feature, {n});
-  return {rows, n};
 }
 
-std::pair<int64_t, int64_t> layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                              const Tensor& out, const Tensor& mean, const Tensor& rstd) {
-  const auto rn = row_geometry("layernorm_forward", x, {{"out", &out}}, {{"mean", &mean}, {"rstd", &rstd}},
-                               {{"weight", &weight}, {"bias", &bias}});
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                       const Tensor& mean, const Tensor& rstd) {
+  row_geometry("layernorm_forward", x, {{"out", &out}}, {{"mean", &mean}, {"rstd", &rstd}},
+               {{"weight", &weight}, {"bias", &bias}});
   LINEA_CHECK(out.defined() && mean.defined() && rstd.defined(), "[layernorm_forward] out, mean, rstd are required");
   dispatch_floating(x.dtype(), "layernorm_forward", []<class T>() {});
-  return rn;
 }
 
-std::pair<int64_t, int64_t> layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
-                                               const Tensor& mean, const Tensor& rstd, const Tensor& dx,
-                                               const Tensor& dweight, const Tensor& dbias) {
-  const auto rn =
-      row_geometry("layernorm_backward", x, {{"dy", &dy}, {"dx", &dx}}, {{"mean", &mean}, {"rstd", &rstd}},
-                   {{"weight", &weight}, {"dweight", &dweight}, {"dbias", &dbias}});
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  row_geometry("layernorm_backward", x, {{"dy", &dy}, {"dx", &dx}}, {{"mean", &mean}, {"rstd", &rstd}},
+               {{"weight", &weight}, {"dweight", &dweight}, {"dbias", &dbias}});
   LINEA_CHECK(dy.defined() && dx.defined() && mean.defined() && rstd.defined(),
               "[layernorm_backward] dy, dx, mean, rstd are required");
   dispatch_floating(x.dtype(), "layernorm_backward", []<class T>() {});
-  return rn;
 }
 
-std::pair<int64_t, int64_t> rmsnorm_forward(const Tensor& x, const Tensor& weight, const Tensor& out,
-                                            const Tensor& rstd) {
-  const auto rn = row_geometry("rmsnorm_forward", x, {{"out", &out}}, {{"rstd", &rstd}}, {{"weight", &weight}});
+void rmsnorm_forward(const Tensor& x, const Tensor& weight, const Tensor& out, const Tensor& rstd) {
+  row_geometry("rmsnorm_forward", x, {{"out", &out}}, {{"rstd", &rstd}}, {{"weight", &weight}});
   LINEA_CHECK(out.defined() && rstd.defined(), "[rmsnorm_forward] out and rstd are required");
   dispatch_floating(x.dtype(), "rmsnorm_forward", []<class T>() {});
-  return rn;
 }
 
-std::pair<int64_t, int64_t> rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
-                                             const Tensor& rstd, const Tensor& dx, const Tensor& dweight) {
-  const auto rn = row_geometry("rmsnorm_backward", x, {{"dy", &dy}, {"dx", &dx}}, {{"rstd", &rstd}},
-                               {{"weight", &weight}, {"dweight", &dweight}});
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dx,
+                      const Tensor& dweight) {
+  row_geometry("rmsnorm_backward", x, {{"dy", &dy}, {"dx", &dx}}, {{"rstd", &rstd}},
+               {{"weight", &weight}, {"dweight", &dweight}});
   LINEA_CHECK(dy.defined() && dx.defined() && rstd.defined(), "[rmsnorm_backward] dy, dx, rstd are required");
   dispatch_floating(x.dtype(), "rmsnorm_backward", []<class T>() {});
-  return rn;
 }
 
 bool reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) {

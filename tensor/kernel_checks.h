@@ -1,11 +1,11 @@
 // Argument checks and host-side geometry of the core kernels (backend.h: gemm, norms, reductions
-// and softmax, elementwise, attention, indexing), shared by the CPU (tensor/cpu/) and CUDA
-// (cuda/) backends, so every device rejects the same inputs with the same message.
-// Each backend adds only what is its own (the CUDA limits of its kernels, where indices are
-// range-checked). The fused nn/ kernels have theirs in fused_checks.h. The checks are defined in
-// kernel_checks.cpp, so this header is fmt-free and the .cu files call them too.
+// and softmax, elementwise, attention, indexing). Each Backend method runs its checks once
+// (backend.cpp) before the device's kernel, so every device rejects the same inputs with the
+// same message. Each backend adds only what is its own (the CUDA limits of its kernels, where
+// indices are range-checked). The fused nn/ kernels have theirs in fused_checks.h. The checks are
+// defined in kernel_checks.cpp, so this header is fmt-free and the .cu files call the reporting
+// helpers (index_in_range, *_unsupported) too.
 #pragma once
-#include <array>
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
@@ -17,16 +17,12 @@ namespace linea::kernel_checks {
 
 // ---- gemm ----
 
-struct GemmShape {
-  int64_t batch, M, N, K;
-};
-
 // a [batch, M, K] @ b [batch, K, N] (+ bias [N]) (+ residual) -> out [batch, M, N] contiguous, all
 // float32 or all float64, bias and residual (if defined) contiguous on out's device, the residual
 // out's shape and either out itself or in another storage.
-GemmShape gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, const Tensor& residual);
-// Backend::linear_weight_grad's operands; returns {rows, out, in}.
-std::array<int64_t, 3> linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db);
+void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, const Tensor& residual);
+// Backend::linear_weight_grad's operands: g [rows, out], x [rows, in], dw [out, in], db [out].
+void linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db);
 
 // How BLAS (OpenBLAS or cuBLAS) sees one [rows, cols] matrix with row stride rs and column
 // stride cs. The leading dimensions it gives are valid for both (ld >= cols row-major, ld >= rows
@@ -67,24 +63,22 @@ inline Tensor blas_operand(const Tensor& t) {
 
 using Operands = std::initializer_list<std::pair<const char*, const Tensor*>>;
 
-// Rows and row length of x, after checking every defined operand against x: same dtype,
-// contiguous, and the shape of x (rowwise), [rows] (per_row) or [n] (per_feature).
-std::pair<int64_t, int64_t> row_geometry(const char* op, const Tensor& x, Operands rowwise, Operands per_row,
-                                         Operands per_feature);
+// x contiguous with at least 1 dim, read as [rows, n] over its last dim, and every defined operand
+// checked against it: same dtype, contiguous, and the shape of x (rowwise), [rows] (per_row) or
+// [n] (per_feature).
+void row_geometry(const char* op, const Tensor& x, Operands rowwise, Operands per_row, Operands per_feature);
 
-// Each returns (rows, n); weight, bias, dweight and dbias are optional.
-std::pair<int64_t, int64_t> layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                              const Tensor& out, const Tensor& mean, const Tensor& rstd);
+// weight, bias, dweight and dbias are optional; the kernels read x as last_dim_rows(x).
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                       const Tensor& mean, const Tensor& rstd);
 
-std::pair<int64_t, int64_t> layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
-                                               const Tensor& mean, const Tensor& rstd, const Tensor& dx,
-                                               const Tensor& dweight, const Tensor& dbias);
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
 
-std::pair<int64_t, int64_t> rmsnorm_forward(const Tensor& x, const Tensor& weight, const Tensor& out,
-                                            const Tensor& rstd);
+void rmsnorm_forward(const Tensor& x, const Tensor& weight, const Tensor& out, const Tensor& rstd);
 
-std::pair<int64_t, int64_t> rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
-                                             const Tensor& rstd, const Tensor& dx, const Tensor& dweight);
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dx,
+                      const Tensor& dweight);
 
 // ---- reduce and softmax ----
 

@@ -1,5 +1,5 @@
-// The profiler's records and its table (profiler.h). The kernels are timed by the profiling
-// backend (profiling_backend.cpp), which calls Profiler::record once per kernel call.
+// The profiler's records and its table (profiler.h). The kernels are timed by the Backend
+// methods (backend.cpp), which call Profiler::record once per kernel call.
 #include "linea/tensor/profiler.h"
 
 #include <algorithm>

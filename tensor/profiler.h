@@ -1,11 +1,11 @@
 // linea::Profiler: where a step's time goes, kernel by kernel, like torch.profiler's
 // key_averages() table.
 //
-// Every op reaches its device through backend(device) (tensor/backend.cpp). While the profiler
-// records, backend() hands out a wrapper (tensor/profiling_backend.cpp) that times each kernel
-// call and counts the FLOPs (matrix products, attention) or the bytes it reads and writes
-// (everything else) before passing the call on. While it does not, backend() pays one
-// predictable branch on a global flag and nothing else.
+// Every op reaches its device through a Backend method (tensor/backend.h), and each method
+// passes through one place (tensor/backend.cpp): while the profiler records, it times the
+// kernel's call and counts the FLOPs (matrix products, attention) or the bytes it reads and
+// writes (everything else). While it does not, a kernel call pays one predictable branch on a
+// global flag and nothing else.
 //
 //   Profiler::start();
 //   { Profiler::Scope s("forward"); loss = model(x); }     // kernels are grouped by phase
@@ -57,7 +57,7 @@ class Profiler {
   // What was recorded, in first-call order within each phase.
   static std::vector<ProfileRow> rows();
 
-  // Called by the profiling backend for each kernel call.
+  // Called by each Backend method (backend.cpp) for each kernel call.
   static void record(std::string_view op, double seconds, double flops, double bytes);
 
  private:

@@ -34,7 +34,6 @@
 
 #include "linea/tensor/cpu/blas.h"
 #include "linea/tensor/cpu/gemm_direct.h"
-#include "linea/tensor/kernel_checks.h"
 #include "linea/tensor/cpu/vec_math.h"
 
 #include "linea/tensor/cpu/isa_begin.h"
@@ -407,21 +406,17 @@ int64_t CpuBackend::attention_probs_size(int64_t N, DType dtype) const {
   return dtype == DType::Float32 && transposed_tile(N) ? probs_size(N) : 0;
 }
 
-void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
-                                   const Tensor& out, const Tensor& lse, const Tensor& probs) {
-  kernel_checks::attention("attention_forward", q, k, v, lse, {}, {&v, &out});
-  kernel_checks::attention_probs("attention_forward", q, probs, attention_probs_size(q.size(2), q.dtype()), false);
+void CpuBackend::do_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
+                                      const Tensor& out, const Tensor& lse, const Tensor& probs) {
   dispatch_floating(q.dtype(), "attention_forward", [&]<class T>() {
     flash_forward<T>(problem(q, v, scale, causal), Rows<const T>(q), Rows<const T>(k), Rows<const T>(v), Rows<T>(out),
                      lse.data<T>(), probs.defined() ? probs.data<T>() : nullptr);
   });
 }
 
-void CpuBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                    const Tensor& lse, const Tensor& probs, const Tensor& dout, double scale,
-                                    bool causal, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
-  kernel_checks::attention("attention_backward", q, k, v, lse, {&dq, &dk}, {&v, &out, &dout, &dv});
-  kernel_checks::attention_probs("attention_backward", q, probs, attention_probs_size(q.size(2), q.dtype()), true);
+void CpuBackend::do_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                       const Tensor& lse, const Tensor& probs, const Tensor& dout, double scale,
+                                       bool causal, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   dispatch_floating(q.dtype(), "attention_backward", [&]<class T>() {
     flash_backward<T>(problem(q, v, scale, causal), Rows<const T>(q), Rows<const T>(k), Rows<const T>(v),
                       Rows<const T>(out), lse.data<T>(), probs.defined() ? probs.data<T>() : nullptr,

@@ -147,18 +147,15 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
 
 }  // namespace
 
-void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) {
-  kernel_checks::unary(op, x, out);
+void CpuBackend::do_unary(UnaryOp op, const Tensor& x, const Tensor& out, double p0, double p1) {
   dispatch(x.dtype(), [&]<class T>() { unary_typed<T>(op, x, out, p0, p1); });
 }
 
-void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  kernel_checks::binary(op, a, b, out);
+void CpuBackend::do_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   dispatch(a.dtype(), [&]<class T>() { binary_typed<T>(op, a, b, out); });
 }
 
-void CpuBackend::activation_with_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dydx) {
-  kernel_checks::activation_with_grad(op, x, y, dydx);
+void CpuBackend::do_activation_with_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dydx) {
   dispatch_floating(x.dtype(), "activation_with_grad", [&]<class T>() {
     switch (op) {
       case UnaryOp::GeluErf:
@@ -171,8 +168,7 @@ void CpuBackend::activation_with_grad(UnaryOp op, const Tensor& x, const Tensor&
   });
 }
 
-void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-  kernel_checks::where(cond, a, b, out);
+void CpuBackend::do_where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
   dispatch(out.dtype(), [&]<class T>() {
     const bool* pc = cond.data<bool>();
     const T* pa = a.data<T>();

@@ -79,8 +79,7 @@ int64_t index_stride(const Tensor& idx) { return idx.dim() == 0 ? 0 : idx.stride
 
 }  // namespace
 
-void CpuBackend::index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
-  kernel_checks::index_select(x, dim, idx, out);
+void CpuBackend::do_index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
   check_indices("index_select", idx, dim, x.shape()[dim]);
   const int64_t n = idx.numel();
   const int64_t* pi = idx.data<int64_t>();
@@ -103,8 +102,7 @@ void CpuBackend::index_select(const Tensor& x, int64_t dim, const Tensor& idx, c
   });
 }
 
-void CpuBackend::index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) {
-  kernel_checks::index_add(out, dim, idx, src);
+void CpuBackend::do_index_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) {
   check_indices("index_add", idx, dim, out.shape()[dim]);
   const int64_t n = idx.numel();
   const int64_t* pi = idx.data<int64_t>();
@@ -128,8 +126,7 @@ void CpuBackend::index_add(const Tensor& out, int64_t dim, const Tensor& idx, co
   });
 }
 
-void CpuBackend::gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
-  kernel_checks::gather(x, dim, idx, out);
+void CpuBackend::do_gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
   check_indices("gather", idx, dim, x.shape()[dim]);
   const int64_t* pi = idx.data<int64_t>();
   const int64_t xs = x.strides()[dim];
@@ -146,8 +143,7 @@ void CpuBackend::gather(const Tensor& x, int64_t dim, const Tensor& idx, const T
   });
 }
 
-void CpuBackend::scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) {
-  kernel_checks::scatter_add(out, dim, idx, src);
+void CpuBackend::do_scatter_add(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src) {
   check_indices("scatter_add", idx, dim, out.shape()[dim]);
   const int64_t* pi = idx.data<int64_t>();
   const int64_t os = out.strides()[dim], is = idx.strides()[dim], ss = src.strides()[dim];

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <limits>
 
-#include "linea/tensor/fused_checks.h"
 #include "linea/tensor/cpu/vec_math.h"
 
 #include "linea/tensor/cpu/isa_begin.h"
@@ -79,12 +78,10 @@ void ce_backward_rows(const T* x, const int64_t* tgt, const double* lse, const d
 
 }  // namespace
 
-void CpuBackend::cross_entropy_forward(const Tensor& x, const Tensor& target, int64_t ignore_index,
-                                       double label_smoothing, const Tensor& lse, const Tensor& loss,
-                                       const Tensor& total) {
-  // Not a structured binding: clang 14 cannot capture one in a lambda or an OpenMP region.
-  const auto rows_cols = fused_checks::cross_entropy_forward(x, target, lse, loss, total);
-  const int64_t rows = rows_cols.first, C = rows_cols.second;
+void CpuBackend::do_cross_entropy_forward(const Tensor& x, const Tensor& target, int64_t ignore_index,
+                                          double label_smoothing, const Tensor& lse, const Tensor& loss,
+                                          const Tensor& total) {
+  const int64_t rows = x.size(0), C = x.size(1);
   dispatch_floating(x.dtype(), "cross_entropy_forward", [&]<class T>() {
     ce_forward_rows<T>(x.data<T>(), target.data<int64_t>(), rows, C, ignore_index, label_smoothing,
                        lse.data<double>(), loss.data<double>());
@@ -96,12 +93,10 @@ void CpuBackend::cross_entropy_forward(const Tensor& x, const Tensor& target, in
   }
 }
 
-void CpuBackend::cross_entropy_backward(const Tensor& x, const Tensor& target, const Tensor& lse,
-                                        const Tensor& weight, int64_t ignore_index, double label_smoothing,
-                                        const Tensor& dx) {
-  // Not a structured binding: clang 14 cannot capture one in a lambda or an OpenMP region.
-  const auto rows_cols = fused_checks::cross_entropy_backward(x, target, lse, weight, dx);
-  const int64_t rows = rows_cols.first, C = rows_cols.second;
+void CpuBackend::do_cross_entropy_backward(const Tensor& x, const Tensor& target, const Tensor& lse,
+                                           const Tensor& weight, int64_t ignore_index, double label_smoothing,
+                                           const Tensor& dx) {
+  const int64_t rows = x.size(0), C = x.size(1);
   dispatch_floating(x.dtype(), "cross_entropy_backward", [&]<class T>() {
     ce_backward_rows<T>(x.data<T>(), target.data<int64_t>(), lse.data<double>(), weight.data<double>(),
                         rows ? weight.strides()[0] : 0, rows, C, ignore_index, label_smoothing, dx.data<T>());

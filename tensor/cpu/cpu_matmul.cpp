@@ -143,25 +143,24 @@ void gemm_split(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, co
 
 // Where the weight gradient splits over K on the direct kernel, the bias gradient's column sums of
 // g come out of the same pass over g; otherwise gemm, then reduce.
-void CpuBackend::linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) {
-  const auto [rows, out, in] = kernel_checks::linear_weight_grad(g, x, dw, db);
+void CpuBackend::do_linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) {
+  const int64_t rows = g.size(0), out = g.size(1), in = x.size(1);
   if (!db.defined() || g.dtype() != DType::Float32 || matmul_precision() == MatmulPrecision::BF16 ||
       !splits_over_k(false, false, out, in, rows))
-    return Backend::linear_weight_grad(g, x, dw, db);
+    return Backend::do_linear_weight_grad(g, x, dw, db);
   gemm_split_k(omp_get_max_threads(), false, false, out, in, rows, g.data<float>(), out, x.data<float>(), in,
                dw.data<float>(), in, {}, db.data<float>());
 }
 
-void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor& bias,
-                      const Tensor& residual) {
-  const kernel_checks::GemmShape g = kernel_checks::gemm(a_in, b_in, out, bias, residual);
-  const int64_t batch = g.batch, M = g.M, N = g.N, K = g.K;
+void CpuBackend::do_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor& bias,
+                         const Tensor& residual) {
+  const int64_t batch = out.size(0), M = out.size(1), N = out.size(2), K = a_in.size(2);
   if (out.numel() == 0) return;
   if (K == 0) {  // an empty sum: the residual, the bias, both or zeros (BLAS would be asked for lda = 0)
-    if (residual.defined() && bias.defined()) binary(BinaryOp::Add, residual, bias.expand(out.shape()), out);
-    else if (residual.defined()) copy(residual, out);
-    else if (bias.defined()) copy(bias.expand(out.shape()), out);
-    else fill(out, 0.0);
+    if (residual.defined() && bias.defined()) do_binary(BinaryOp::Add, residual, bias.expand(out.shape()), out);
+    else if (residual.defined()) do_copy(residual, out);
+    else if (bias.defined()) do_copy(bias.expand(out.shape()), out);
+    else do_fill(out, 0.0);
     return;
   }
   const Tensor a = kernel_checks::blas_operand(a_in), b = kernel_checks::blas_operand(b_in);

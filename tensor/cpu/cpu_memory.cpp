@@ -2,7 +2,6 @@
 #include <cstring>
 
 #include "linea/tensor/cpu/cpu_allocator.h"
-#include "linea/tensor/error.h"
 
 #include "linea/tensor/cpu/isa_begin.h"
 #include "linea/tensor/cpu/cpu_backend.h"
@@ -16,28 +15,22 @@ Backend& backend() {
   return b;
 }
 
-std::shared_ptr<Storage> CpuBackend::allocate(std::size_t nbytes) {
+std::shared_ptr<Storage> CpuBackend::do_allocate(std::size_t nbytes) {
   if (nbytes == 0) return std::make_shared<Storage>(nullptr, 0, Device::cpu(), nullptr);
   // From the caching allocator (cpu_allocator.h): a steady training step reuses last step's blocks.
   const HostBlock block = host_allocate(nbytes);
   return std::make_shared<Storage>(block.ptr, nbytes, Device::cpu(), [block](void*) { host_release(block); });
 }
 
-void CpuBackend::copy_from_host(Storage& dst, std::size_t off, const void* src, std::size_t nbytes) {
-  LINEA_CHECK(off + nbytes <= dst.nbytes, "[copy_from_host] {} bytes at offset {} overflow a {}-byte storage", nbytes,
-              off, dst.nbytes);
+void CpuBackend::do_copy_from_host(Storage& dst, std::size_t off, const void* src, std::size_t nbytes) {
   if (nbytes) std::memcpy(static_cast<char*>(dst.data) + off, src, nbytes);
 }
 
-void CpuBackend::copy_to_host(void* dst, const Storage& src, std::size_t off, std::size_t nbytes) {
-  LINEA_CHECK(off + nbytes <= src.nbytes, "[copy_to_host] {} bytes at offset {} overflow a {}-byte storage", nbytes,
-              off, src.nbytes);
+void CpuBackend::do_copy_to_host(void* dst, const Storage& src, std::size_t off, std::size_t nbytes) {
   if (nbytes) std::memcpy(dst, static_cast<const char*>(src.data) + off, nbytes);
 }
 
-void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
-  LINEA_CHECK(src.shape() == dst.shape(), "[copy] shape mismatch: src {} vs dst {}", shape_str(src.shape()),
-              shape_str(dst.shape()));
+void CpuBackend::do_copy(const Tensor& src, const Tensor& dst) {
   dispatch(src.dtype(), [&]<class S>() {
     dispatch(dst.dtype(), [&]<class D>() {
       const S* s = src.data<S>();
@@ -56,7 +49,7 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
   });
 }
 
-void CpuBackend::fill(const Tensor& dst, double value) {
+void CpuBackend::do_fill(const Tensor& dst, double value) {
   dispatch(dst.dtype(), [&]<class T>() {
     T v = static_cast<T>(value);
     T* d = dst.data<T>();

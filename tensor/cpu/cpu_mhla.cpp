@@ -1,4 +1,4 @@
-// CpuBackend::mhla_forward / mhla_backward (tensor/backend.h, "fused MHLA"), non-causal form:
+// CpuBackend::do_mhla_forward / do_mhla_backward (tensor/backend.h, "fused MHLA"), non-causal form:
 // one (batch, head) pair at a time, all of it in L1. A pair's q, k, v (64 tokens x 16 dims in
 // the ViT) and its summaries take about 20 KB, so φ, the ones column, the block products, the
 // mixing and the normaliser run on data already in cache, where the composition of
@@ -20,7 +20,6 @@
 #include "linea/tensor/cpu/blas.h"
 #include "linea/tensor/cpu/gemm_direct.h"
 #include "linea/tensor/error.h"
-#include "linea/tensor/fused_checks.h"
 #include "linea/tensor/cpu/vec_math.h"
 
 #include "linea/tensor/cpu/isa_begin.h"
@@ -33,29 +32,13 @@ namespace linea::cpu::inline LINEA_ISA_NS {
 
 namespace {
 
-using Dims = fused_checks::MhlaDims;
+using Dims = Backend::MHLADims;
 
-// The shared checks, the saved tensors' (s and sh [BH, M, d, dv+1] non-causal or normalised,
-// [BH, M, d, dv] causal; r [BH, N] but for plain causal) and that every tensor is on the CPU.
-Dims check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
-           const Backend::MHLAArgs& a, const Tensor& s, const Tensor& sh, const Tensor& r,
-           std::initializer_list<const Tensor*> rows) {
-  const Dims g = fused_checks::mhla(op, q, k, v, mix, a);
-  const bool ones = !a.causal || a.normalised;  // the summaries carry V's ones column
-  const int64_t cols = ones ? g.dv + 1 : g.dv;
-  for (const Tensor* t : {&s, &sh, &r})
+// What is the CPU's own (Backend::mhla_* ran the shared checks): every tensor is on the CPU.
+void on_cpu(const char* op, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
     if (t->defined())
-      LINEA_CHECK(t->dtype() == q.dtype() && t->is_contiguous() && t->device().is_cpu(),
-                  "[{}] s, sh and r must be contiguous CPU tensors of q's dtype {}, got {} {}", op, q.dtype(),
-                  shape_str(t->shape()), t->dtype());
-  LINEA_CHECK(s.defined() && sh.defined() && s.numel() == g.BH * g.M * g.d * cols && sh.numel() == s.numel() &&
-                  (!ones || (r.defined() && r.numel() == g.BH * g.N)),
-              "[{}] s {} / sh {} / r {} do not fit q {} and v {} ({})", op, shape_str(s.shape()),
-              shape_str(sh.shape()), r.defined() ? shape_str(r.shape()) : "undefined", shape_str(q.shape()),
-              shape_str(v.shape()), !a.causal ? "non-causal" : a.normalised ? "causal, normalised" : "causal");
-  for (const Tensor* t : rows)
-    LINEA_CHECK(t->device().is_cpu(), "[{}] every tensor must be on the CPU, got one on {}", op, t->device());
-  return g;
+      LINEA_CHECK(t->device().is_cpu(), "[{}] every tensor must be on the CPU, got one on {}", op, t->device());
 }
 
 // n heads x N tokens of e values from one layout to another: token t of head h at src[h·sh + t·st]
@@ -558,10 +541,11 @@ void backward(const Dims& g, const Backend::MHLAArgs& a, Rows<const T> Q, Rows<c
 
 }  // namespace
 
-void CpuBackend::mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
-                              const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) {
-  const Dims g = check("mhla_forward", q, k, v, mix, a, s, sh, r, {&q, &k, &v, &mix, &out});
-  fused_checks::mhla_rows("mhla_forward", "out", out, g, g.dv, q.dtype());
+void CpuBackend::do_mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
+                                 const MHLAArgs& a, const Tensor& out, const Tensor& s, const Tensor& sh,
+                                 const Tensor& r) {
+  on_cpu("mhla_forward", {&q, &k, &v, &mix, &out, &s, &sh, &r});
+  const Dims g = Dims::of(q, v, a);
   dispatch_floating(q.dtype(), "mhla_forward", [&]<class T>() {
     with_feature_map(a.feature_map, [&]<FeatureMap fm>() {
       forward<fm, T>(g, a, Rows<const T>(q), Rows<const T>(k), Rows<const T>(v), mix.data<T>(), Rows<T>(out),
@@ -570,20 +554,12 @@ void CpuBackend::mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   });
 }
 
-void CpuBackend::mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
-                               const MHLAArgs& a, const Tensor& out, const Tensor& s, const Tensor& sh,
-                               const Tensor& r, const Tensor& grad, const Tensor& dq, const Tensor& dk,
-                               const Tensor& dv, const Tensor& dmix) {
-  const char* op = "mhla_backward";
-  const Dims g = check(op, q, k, v, mix, a, s, sh, r, {&q, &k, &v, &mix, &out, &grad, &dq, &dk, &dv, &dmix});
-  fused_checks::mhla_rows(op, "out", out, g, g.dv, q.dtype());
-  fused_checks::mhla_rows(op, "grad", grad, g, g.dv, q.dtype());
-  fused_checks::mhla_rows(op, "dq", dq, g, g.d, q.dtype());
-  fused_checks::mhla_rows(op, "dk", dk, g, g.d, q.dtype());
-  fused_checks::mhla_rows(op, "dv", dv, g, g.dv, q.dtype());
-  LINEA_CHECK(dmix.numel() == mix.numel() && dmix.is_contiguous() && dmix.dtype() == q.dtype(),
-              "[mhla_backward] dmix must be a contiguous {} tensor shaped like mix {}, got {} {}", q.dtype(),
-              shape_str(mix.shape()), dmix.dtype(), shape_str(dmix.shape()));
+void CpuBackend::do_mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
+                                  const MHLAArgs& a, const Tensor& out, const Tensor& s, const Tensor& sh,
+                                  const Tensor& r, const Tensor& grad, const Tensor& dq, const Tensor& dk,
+                                  const Tensor& dv, const Tensor& dmix) {
+  on_cpu("mhla_backward", {&q, &k, &v, &mix, &out, &s, &sh, &r, &grad, &dq, &dk, &dv, &dmix});
+  const Dims g = Dims::of(q, v, a);
   dispatch_floating(q.dtype(), "mhla_backward", [&]<class T>() {
     with_feature_map(a.feature_map, [&]<FeatureMap fm>() {
       backward<fm, T>(g, a, Rows<const T>(q), Rows<const T>(k), Rows<const T>(v), mix.data<T>(), Rows<const T>(out),

@@ -188,41 +188,41 @@ void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, cons
 
 }  // namespace
 
-void CpuBackend::layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                                   const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+void CpuBackend::do_layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                                      const Tensor& out, const Tensor& mean, const Tensor& rstd) {
   // Not a structured binding: clang 14 cannot capture one in a lambda or an OpenMP region.
-  const auto rows_cols = kernel_checks::layernorm_forward(x, weight, bias, out, mean, rstd);
+  const auto rows_cols = kernel_checks::last_dim_rows(x);
   const int64_t rows = rows_cols.first, n = rows_cols.second;
   dispatch_floating(x.dtype(), "layernorm_forward", [&]<class T>() {
     norm_forward<T, true>(x, weight, bias, eps, out, mean, rstd, rows, n);
   });
 }
 
-void CpuBackend::layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                                    const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
-                                    const Tensor& dbias) {
+void CpuBackend::do_layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                       const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                                       const Tensor& dbias) {
   // Not a structured binding: clang 14 cannot capture one in a lambda or an OpenMP region.
-  const auto rows_cols = kernel_checks::layernorm_backward(dy, x, weight, mean, rstd, dx, dweight, dbias);
+  const auto rows_cols = kernel_checks::last_dim_rows(x);
   const int64_t rows = rows_cols.first, n = rows_cols.second;
   dispatch_floating(x.dtype(), "layernorm_backward", [&]<class T>() {
     norm_backward<T, true>(dy, x, weight, mean, rstd, dx, dweight, dbias, rows, n);
   });
 }
 
-void CpuBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& out,
-                                 const Tensor& rstd) {
+void CpuBackend::do_rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& out,
+                                    const Tensor& rstd) {
   // Not a structured binding: clang 14 cannot capture one in a lambda or an OpenMP region.
-  const auto rows_cols = kernel_checks::rmsnorm_forward(x, weight, out, rstd);
+  const auto rows_cols = kernel_checks::last_dim_rows(x);
   const int64_t rows = rows_cols.first, n = rows_cols.second;
   dispatch_floating(x.dtype(), "rmsnorm_forward", [&]<class T>() {
     norm_forward<T, false>(x, weight, Tensor(), eps, out, Tensor(), rstd, rows, n);
   });
 }
 
-void CpuBackend::rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                                  const Tensor& dx, const Tensor& dweight) {
+void CpuBackend::do_rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                     const Tensor& dx, const Tensor& dweight) {
   // Not a structured binding: clang 14 cannot capture one in a lambda or an OpenMP region.
-  const auto rows_cols = kernel_checks::rmsnorm_backward(dy, x, weight, rstd, dx, dweight);
+  const auto rows_cols = kernel_checks::last_dim_rows(x);
   const int64_t rows = rows_cols.first, n = rows_cols.second;
   dispatch_floating(x.dtype(), "rmsnorm_backward", [&]<class T>() {
     norm_backward<T, false>(dy, x, weight, Tensor(), rstd, dx, dweight, Tensor(), rows, n);

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "linea/tensor/fused_checks.h"
 #include "linea/tensor/cpu/vec_math.h"
 
 #include "linea/tensor/cpu/isa_begin.h"
@@ -65,8 +64,7 @@ void for_each_param(const std::vector<P>& params, F f) {
 
 }  // namespace
 
-void CpuBackend::adamw_step(const std::vector<AdamWParam>& params, double beta1, double beta2, double eps) {
-  for (const AdamWParam& a : params) fused_checks::adamw(a, DeviceType::CPU);  // throws before anything moves
+void CpuBackend::do_adamw_step(const std::vector<AdamWParam>& params, double beta1, double beta2, double eps) {
   for_each_param(params, [&](const AdamWParam& a) {
     dispatch_floating(a.param.dtype(), "adamw_step", [&]<class T>() {
       adamw_loop<T>(a.param.data<T>(), a.grad.data<T>(), a.exp_avg.data<T>(), a.exp_avg_sq.data<T>(),
@@ -75,8 +73,7 @@ void CpuBackend::adamw_step(const std::vector<AdamWParam>& params, double beta1,
   });
 }
 
-void CpuBackend::sgd_step(const std::vector<SgdParam>& params, double momentum, bool nesterov) {
-  for (const SgdParam& s : params) fused_checks::sgd(s, DeviceType::CPU);
+void CpuBackend::do_sgd_step(const std::vector<SgdParam>& params, double momentum, bool nesterov) {
   for_each_param(params, [&](const SgdParam& s) {
     dispatch_floating(s.param.dtype(), "sgd_step", [&]<class T>() {
       T* buf = s.momentum_buffer.defined() ? s.momentum_buffer.data<T>() : nullptr;
@@ -89,8 +86,7 @@ void CpuBackend::sgd_step(const std::vector<SgdParam>& params, double momentum, 
 // Each tensor's sum on one thread, the tensors spread over the threads: a model's gradients are many
 // and small, and one after another on one thread they take a visible part of a step (measured:
 // docs/benchmarks.md, "Other kernels and steps").
-void CpuBackend::sum_squares(const std::vector<Tensor>& xs, const Tensor& out) {
-  fused_checks::sum_squares(xs, out);
+void CpuBackend::do_sum_squares(const std::vector<Tensor>& xs, const Tensor& out) {
   const int64_t n = static_cast<int64_t>(xs.size());
   int64_t total = 0;
   for (const Tensor& x : xs) total += x.numel();
@@ -108,8 +104,7 @@ void CpuBackend::sum_squares(const std::vector<Tensor>& xs, const Tensor& out) {
 // Elementwise, so the elements of all the tensors are one range, split evenly over the threads in
 // one parallel region, where a binary Mul per gradient would start a parallel region per gradient
 // (measured: docs/benchmarks.md, "Other kernels and steps").
-void CpuBackend::scale_all(const std::vector<Tensor>& xs, double factor) {
-  fused_checks::scale_all(xs, DeviceType::CPU);
+void CpuBackend::do_scale_all(const std::vector<Tensor>& xs, double factor) {
   int64_t total = 0;
   for (const Tensor& x : xs) total += x.numel();
 #pragma omp parallel if (total > kParallelMin)

@@ -4,15 +4,13 @@
 #include <type_traits>
 
 #include "linea/tensor/counter_rng.h"
-#include "linea/tensor/fused_checks.h"
 
 #include "linea/tensor/cpu/isa_begin.h"
 #include "linea/tensor/cpu/cpu_backend.h"
 
 namespace linea::cpu::inline LINEA_ISA_NS {
 
-void CpuBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
-  fused_checks::random_out(out);
+void CpuBackend::do_random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
   const uint64_t key = rng::stream_key(seed);
   const int64_t n = out.numel();
   dispatch_floating(out.dtype(), "random_uniform", [&]<class T>() {

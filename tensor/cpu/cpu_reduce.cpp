@@ -208,8 +208,7 @@ void run_reducer(const Tensor& x, const Tensor& out, int64_t outer, int64_t n, i
 
 }  // namespace
 
-void CpuBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) {
-  if (!kernel_checks::reduce(op, x, out, outer, n, inner)) return;
+void CpuBackend::do_reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner) {
   if (op == ReduceOp::LogSumExp) {
     dispatch_floating(x.dtype(), "logsumexp", [&]<class T>() {
       run_reducer<LogSumExpReducer<T>, T>(x, out, outer, n, inner);
@@ -243,8 +242,7 @@ double lane_sum(const T* p, int64_t n) {
 
 // ---- softmax: row-wise over the last dim, two passes per row (max, then exp and sum) ----
 
-void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
-  kernel_checks::softmax(x, out);
+void CpuBackend::do_softmax(const Tensor& x, const Tensor& out, bool log) {
   if (x.numel() == 0) return;
   // Not a structured binding: clang 14 cannot capture one in a lambda or an OpenMP region.
   const auto rows_cols = kernel_checks::last_dim_rows(x);
@@ -277,8 +275,7 @@ void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
 
 // softmax:     dx = y * (dy - sum(dy * y))
 // log_softmax: dx = dy - exp(y) * sum(dy)
-void CpuBackend::softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, bool log) {
-  kernel_checks::softmax_backward(y, dy, dx);
+void CpuBackend::do_softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, bool log) {
   if (y.numel() == 0) return;
   // Not a structured binding: clang 14 cannot capture one in a lambda or an OpenMP region.
   const auto rows_cols = kernel_checks::last_dim_rows(y);

@@ -6,7 +6,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "linea/tensor/fused_checks.h"
 
 #include "linea/tensor/cpu/isa_begin.h"
 #include "linea/tensor/cpu/cpu_backend.h"
@@ -42,9 +41,8 @@ void scan(const T* x, T* out, int64_t outer, int64_t n, int64_t inner, bool excl
 
 }  // namespace
 
-void CpuBackend::cumsum(const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
-                        bool reverse) {
-  fused_checks::cumsum(x, out, outer, n, inner);
+void CpuBackend::do_cumsum(const Tensor& x, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+                           bool reverse) {
   dispatch(x.dtype(), [&]<class T>() {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int64_t>)
       scan<T>(x.data<T>(), out.data<T>(), outer, n, inner, exclusive, reverse);
