@@ -67,14 +67,8 @@ inline unsigned blocks_for(int64_t n, int threads = 256) {
 class CudaBackend final : public Backend {
  public:
   CudaBackend() : Backend(DeviceType::CUDA) {}
-  bool has_fused_mhla(bool) const override { return true; }
 
   LINEA_BACKEND_KERNELS(override)
-  void do_mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
-                       const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) override;
-  void do_mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
-                        const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r, const Tensor& grad,
-                        const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dmix) override;
 };
 
 CudaBackend& instance();

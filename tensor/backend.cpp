@@ -429,15 +429,4 @@ void Backend::mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
   if (timer) timer.record("mhla_backward", 0, touched({&q, &k, &v, &grad, &dq, &dk, &dv, &s, &sh}));
 }
 
-void Backend::do_mhla_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const MHLAArgs&,
-                              const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
-  throw Error("[mhla] this device has no fused MHLA kernels (has_fused_mhla() is false)");
-}
-
-void Backend::do_mhla_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const MHLAArgs&,
-                               const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                               const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
-  throw Error("[mhla] this device has no fused MHLA kernels (has_fused_mhla() is false)");
-}
-
 }  // namespace linea

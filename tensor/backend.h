@@ -75,7 +75,14 @@ namespace linea {
                                     const Tensor& out, const Tensor& lse, const Tensor& probs) SPEC;                 \
   virtual void do_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,           \
                                      const Tensor& lse, const Tensor& probs, const Tensor& dout, double scale,       \
-                                     bool causal, const Tensor& dq, const Tensor& dk, const Tensor& dv) SPEC;
+                                     bool causal, const Tensor& dq, const Tensor& dk, const Tensor& dv) SPEC;                                                                                            \
+  virtual void do_mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,                 \
+                               const MHLAArgs& a, const Tensor& out, const Tensor& s, const Tensor& sh,              \
+                               const Tensor& r) SPEC;                                                                \
+  virtual void do_mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,                \
+                                const MHLAArgs& a, const Tensor& out, const Tensor& s, const Tensor& sh,             \
+                                const Tensor& r, const Tensor& grad, const Tensor& dq, const Tensor& dk,             \
+                                const Tensor& dv, const Tensor& dmix) SPEC;
 
 class Backend {
  public:
@@ -247,9 +254,8 @@ class Backend {
 
   // ---- fused MHLA (nn/functional/mhla.cpp; docs/mhla.md, "Fused CUDA kernels") ----
   // Multi-head linear attention as the device's own kernels instead of a composition of GEMMs
-  // and elementwise ops. CUDA and the CPU have both forms (tensor/cpu/cpu_mhla.cpp: one (batch,
-  // head) pair at a time in cache); mhla_causal.cpp is the causal form as batched GEMMs, for a
-  // backend without them.
+  // and elementwise ops, both forms on every device (tensor/cpu/cpu_mhla.cpp: one (batch, head)
+  // pair at a time in cache; cuda/mhla.cu).
   // Shapes (M = ceil(N / block_len) blocks, one floating dtype): q, k [B, H, N, d]; v [B, H, N, dv];
   // out [B, H, N, dv]; mix [M, M] contiguous. The per-token tensors (q, k, v, out, and grad, dq,
   // dk, dv below) need unit stride along the last dim only: the heads of a [B, N, H·e] projection
@@ -278,11 +284,9 @@ class Backend {
       return {q.size(0), q.size(1), q.size(0) * q.size(1), N, q.size(3), v.size(3), L, (N + L - 1) / L};
     }
   };
-  virtual bool has_fused_mhla(bool causal) const { return false; }
   // Whether the causal kernels take MHLAArgs::normalised (the CPU's; elsewhere linear attention
   // appends V's ones column and normalises around the kernels).
   virtual bool has_fused_causal_normaliser() const { return false; }
-  // The defaults of do_mhla_* throw "[mhla] this device has no fused MHLA kernels" (backend.cpp).
   // Writes out and what the backward reads (φ is recomputed there from q, k):
   //   non-causal: s = S'_j = φ(K_j)ᵀ[V_j | 1] and sh = Ŝ' = W S', both [BH, M, d, dv+1];
   //               r = the normaliser φ(q_t)·ẑ + eps, [BH, N]
@@ -304,17 +308,9 @@ class Backend {
   // The kernels, called once each method's checks have passed (so a body may rely on them). A
   // device implements every one: LINEA_BACKEND_KERNELS(override) in its class declares them.
   LINEA_BACKEND_KERNELS(= 0)
-  // Kernels with a default here (backend.cpp): composed from the kernels above, or, for MHLA,
-  // throwing.
+  // Kernels with a default here (backend.cpp), composed from the kernels above.
   virtual void do_activation_with_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dydx);
   virtual void do_linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db);
-  virtual void do_mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
-                               const MHLAArgs& a, const Tensor& out, const Tensor& s, const Tensor& sh,
-                               const Tensor& r);
-  virtual void do_mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix,
-                                const MHLAArgs& a, const Tensor& out, const Tensor& s, const Tensor& sh,
-                                const Tensor& r, const Tensor& grad, const Tensor& dq, const Tensor& dk,
-                                const Tensor& dv, const Tensor& dmix);
 
  private:
   DeviceType type_;

@@ -14,7 +14,6 @@ namespace linea::cpu::inline LINEA_ISA_NS {
 class CpuBackend final : public Backend {
  public:
   CpuBackend() : Backend(DeviceType::CPU) {}
-  bool has_fused_mhla(bool) const override { return true; }
   bool has_fused_causal_normaliser() const override { return true; }
   int64_t attention_probs_size(int64_t N, DType dtype) const override;  // cpu_attention.cpp
 
@@ -22,11 +21,6 @@ class CpuBackend final : public Backend {
   LINEA_BACKEND_KERNELS(override)
   void do_activation_with_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dydx) override;
   void do_linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) override;
-  void do_mhla_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
-                       const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r) override;
-  void do_mhla_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mix, const MHLAArgs& a,
-                        const Tensor& out, const Tensor& s, const Tensor& sh, const Tensor& r, const Tensor& grad,
-                        const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dmix) override;
 };
 
 Backend& backend();  // this ISA's CpuBackend; cpu::instance() (backend.h) picks the one that runs

@@ -246,8 +246,8 @@ void forward_pair(const Dims& g, const T* q, const T* k, const T* v, const T* w,
   }
 }
 
-// ---- causal (spec §3 and §5.3; nn/functional/mhla_causal.cpp is the same algorithm as batched
-// GEMMs over all pairs): chunks of L tokens, no normaliser, scale s. With S_j = φ(K_j)ᵀ V_j,
+// ---- causal (spec §3 and §5.3; mhla_composite in nn/functional/mhla.cpp is the same algorithm from
+// primitive ops): chunks of L tokens, no normaliser, scale s. With S_j = φ(K_j)ᵀ V_j,
 //   sh_i = s Σ_{j<i} W_ij S_j,   O_i = φ(Q_i) sh_i + s W_ii tril(φ(Q_i) φ(K_i)ᵀ) V_i.
 // ws = s·W_strict [M, M] is formed once per call; the last chunk's padding is implicit (only its
 // rows(i) tokens take part).
