@@ -30,6 +30,7 @@
 #include "linea/nn/checkpoint.h"
 #include "linea/nn/embedding.h"
 #include "linea/nn/functional/attention.h"
+#include "linea/nn/functional/conv.h"
 #include "linea/nn/init.h"
 #include "linea/nn/layers.h"
 #include "linea/nn/loss.h"

@@ -1,7 +1,7 @@
 // Registry cases: matmul (every operand rank, batch broadcasting, transposed operands), linear,
 // linear_add, the norms, the losses, and the attention functions: softmax, linear (every feature
 // map, causal or not) and MHLA in its fused and composite forms (padded last blocks, M = 1, d != dv, causal), and the
-// three on a packed qkv projection.
+// three on a packed qkv projection; convolution, pooling and batch norm.
 #include "mhla_reference.h"
 #include "ops_util.h"
 #include "linea/tensor/error.h"
@@ -42,6 +42,50 @@ void add_mhla(std::vector<OpCase>& c, const std::string& form, const MhlaShape& 
   c.push_back({fmt::format("{}{} {}{}", form, causal ? " causal" : "", mhla_tag(s, fm), views ? ", strided" : ""),
                inputs, f, Tol::Reduction});
 }
+// Convolution, pooling and batch norm (nn/functional/conv.h): stride, padding, dilation and groups
+// alone and together, the transposed convolution with output_padding, pooling windows that overlap
+// and that read padding, batch norm in training (batch statistics, running ones updated) and eval.
+void add_conv_cases(std::vector<OpCase>& c) {
+  const Tol R = Tol::Reduction;
+  struct Geo {
+    const char* tag;
+    F::Size2 stride, padding, dilation;
+    int64_t groups;
+  };
+  const Geo geos[] = {{"plain", 1, 0, 1, 1},
+                      {"stride 2, padding 1", 2, 1, 1, 1},
+                      {"stride (2, 1), padding (0, 2)", {2, 1}, {0, 2}, 1, 1},
+                      {"dilation 2, padding 2", 1, 2, 2, 1},
+                      {"groups 2", 1, 1, 1, 2},
+                      {"groups 4 (depthwise), stride 2, dilation (1, 2)", 2, 1, {1, 2}, 4}};
+  for (const Geo& g : geos) {
+    c.push_back({fmt::format("conv2d {}", g.tag), {{2, 4, 6, 5}, {8, 4 / g.groups, 3, 2}, {8}},
+                 [g](V x) { return F::conv2d(x[0], x[1], x[2], g.stride, g.padding, g.dilation, g.groups); }, R});
+    c.push_back({fmt::format("conv_transpose2d {}", g.tag), {{2, 4, 4, 5}, {4, 8 / g.groups, 3, 2}, {8}},
+                 [g](V x) {
+                   return F::conv_transpose2d(x[0], x[1], x[2], g.stride, g.padding, 0, g.groups, g.dilation);
+                 }, R});
+  }
+  c.push_back({"conv2d no bias, 1x1 kernel", {{2, 3, 4, 4}, {5, 3, 1, 1}},
+               [](V x) { return F::conv2d(x[0], x[1]); }, R});
+  c.push_back({"conv_transpose2d output_padding 1, stride 2", {{1, 3, 3, 3}, {3, 2, 3, 3}},
+               [](V x) { return F::conv_transpose2d(x[0], x[1], Tensor(), 2, 1, 1); }, R});
+  for (const auto& [name, pool] : {std::pair{"max_pool2d", &F::max_pool2d}, std::pair{"avg_pool2d", &F::avg_pool2d}}) {
+    c.push_back({fmt::format("{} 2x2", name), {{2, 3, 4, 6}}, [pool](V x) { return pool(x[0], 2, 0, 0); }, R});
+    c.push_back({fmt::format("{} 3x3 stride 2 padding 1 (overlapping, padded)", name), {{2, 2, 5, 6}},
+                 [pool](V x) { return pool(x[0], 3, 2, 1); }, R});
+  }
+  c.push_back({"batch_norm training, running stats", {{3, 4, 3, 2}, {4}, {4}},
+               [](V x) {
+                 const Options o(x[0].dtype(), x[0].device());
+                 return F::batch_norm(x[0], zeros({4}, o), ones({4}, o), x[1], x[2], true);
+               }, R});
+  c.push_back({"batch_norm training, no affine, [N, C, L]", {{4, 3, 5}},
+               [](V x) { return F::batch_norm(x[0], Tensor(), Tensor(), Tensor(), Tensor(), true); }, R});
+  c.push_back({"batch_norm eval", {{2, 3, 2, 2}, constant({3}), constant({3}), {3}, {3}},
+               [](V x) { return F::batch_norm(x[0], x[1], pos(x[2]), x[3], x[4], false); }, R});
+}
+
 }  // namespace
 
 std::vector<OpCase> nn_cases() {
@@ -168,6 +212,7 @@ std::vector<OpCase> nn_cases() {
                    const F::MHLAOptions o{.block_len = 3, .feature_map = fm, .official_normalizer = true};
                    return F::mhla(pos(x[0]), x[1], x[2], sigmoid(x[3]), o);
                  }, R});
+  add_conv_cases(c);
   return c;
 }
 
