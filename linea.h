@@ -28,6 +28,7 @@
 
 #include "linea/nn/attention.h"
 #include "linea/nn/checkpoint.h"
+#include "linea/nn/conv.h"
 #include "linea/nn/embedding.h"
 #include "linea/nn/functional/attention.h"
 #include "linea/nn/functional/conv.h"

@@ -32,20 +32,38 @@ Tensor Linear::forward(const Tensor& x) {
 
 Dropout::Dropout(double p) : Dropout(p, default_generator().next_u64()) {}
 
-Dropout::Dropout(double p, uint64_t seed) : Module("Dropout"), p_(p), seed_(seed) {
-  LINEA_CHECK(p >= 0 && p <= 1, "[Dropout] p must be in [0, 1], got {}", p);
+Dropout::Dropout(double p, uint64_t seed) : Dropout("Dropout", p, seed) {}
+
+Dropout::Dropout(std::string type_name, double p, uint64_t seed)
+    : Module(std::move(type_name)), p_(p), seed_(seed) {
+  LINEA_CHECK(p >= 0 && p <= 1, "[{}] p must be in [0, 1], got {}", this->type_name(), p);
 }
 
-Tensor Dropout::forward(const Tensor& x) {
-  if (!active()) return x;
+Tensor Dropout::apply_mask(const Tensor& x, Shape shape) {
   if (p_ == 1) return x * 0.0;
   // u drawn on x's device from the layer's stream, then keep = (u >= p) as x's dtype, pre-scaled
   // by 1/(1-p): one multiply, whose backward is g * keep.
-  Tensor u = empty(x.shape(), x.dtype(), x.device());
+  Tensor u = empty(std::move(shape), x.dtype(), x.device());
   backend(x.device()).random_uniform(u, seed_, offset_);
-  offset_ += static_cast<uint64_t>(x.numel());
+  offset_ += static_cast<uint64_t>(u.numel());
   Tensor keep = ge(u, scalar(p_, Options(x.dtype(), x.device()))).to(x.dtype()) * (1.0 / (1.0 - p_));
   return x * keep;
+}
+
+Tensor Dropout::forward(const Tensor& x) { return active() ? apply_mask(x, x.shape()) : x; }
+
+Dropout2d::Dropout2d(double p) : Dropout2d(p, default_generator().next_u64()) {}
+
+Dropout2d::Dropout2d(double p, uint64_t seed) : Dropout("Dropout2d", p, seed) {}
+
+Tensor Dropout2d::forward(const Tensor& x) {
+  LINEA_CHECK(x.dim() == 3 || x.dim() == 4, "[Dropout2d] expected input [N, C, H, W] or [N, C, L], got {}",
+              shape_str(x.shape()));
+  if (!active()) return x;
+  Shape channels(x.dim(), 1);  // [N, C, 1, 1]: one draw per channel, broadcast over the plane
+  channels[0] = x.size(0);
+  channels[1] = x.size(1);
+  return apply_mask(x, channels);
 }
 
 // ---- Sequential ----

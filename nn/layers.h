@@ -53,9 +53,25 @@ class Dropout : public Module {
   double p() const { return p_; }
   bool active() const { return is_training() && p_ > 0; }  // false: forward is the identity
 
+ protected:
+  Dropout(std::string type_name, double p, uint64_t seed);
+  // x times the mask of `shape` (x's shape, or a shape it broadcasts from): numbers drawn from the
+  // stream, kept (>= p) as 1/(1-p), dropped as 0; the offset advances by the mask's size.
+  Tensor apply_mask(const Tensor& x, Shape shape);
+
  private:
   double p_;
   uint64_t seed_, offset_ = 0;
+};
+
+// Dropout of whole channels: in training mode each [H, W] plane of x [N, C, H, W] (or each [L] row
+// of [N, C, L]) is zeroed with probability p and the rest scaled by 1/(1-p); one stream number per
+// (n, c), from the same counter-based stream and with the same state as Dropout.
+class Dropout2d : public Dropout {
+ public:
+  explicit Dropout2d(double p = 0.5);
+  Dropout2d(double p, uint64_t seed);
+  Tensor forward(const Tensor& x) override;
 };
 
 class GELU : public Module {
