@@ -106,6 +106,7 @@ class ConvTranspose2d : public Module {
 class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(const Pool2dOptions& options) : Module("MaxPool2d"), options_(options) {}
+  explicit MaxPool2d(Size2 kernel_size) : MaxPool2d(Pool2dOptions(kernel_size)) {}
   Tensor forward(const Tensor& x) override {
     return functional::max_pool2d(x, options_.kernel_size(), options_.stride(), options_.padding());
   }
@@ -117,6 +118,7 @@ class MaxPool2d : public Module {
 class AvgPool2d : public Module {
  public:
   explicit AvgPool2d(const Pool2dOptions& options) : Module("AvgPool2d"), options_(options) {}
+  explicit AvgPool2d(Size2 kernel_size) : AvgPool2d(Pool2dOptions(kernel_size)) {}
   Tensor forward(const Tensor& x) override {
     return functional::avg_pool2d(x, options_.kernel_size(), options_.stride(), options_.padding());
   }
