@@ -3,11 +3,13 @@
 #include <limits>
 #include <vector>
 
+#include "linea/autograd/function.h"
 #include "linea/autograd/graph.h"
 #include "linea/autograd/ops_elementwise.h"
 #include "linea/autograd/ops_index.h"
 #include "linea/autograd/ops_matmul.h"
 #include "linea/autograd/ops_reduce.h"
+#include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
 #include "linea/tensor/error.h"
 
@@ -92,6 +94,17 @@ Tensor im2col(const Tensor& x, Size2 out, const Window& win, double pad_value) {
   return index_select(flat, 2, ix.index).view({N, C, win.kernel.h * win.kernel.w, out.h * out.w});
 }
 
+// im2col's adjoint: columns [N, C, K L] added into [N, C, H W + 1] at the places im2col read them
+// from (the last element gathers what padded taps would have read, and is dropped by the caller).
+// index_add with the [K L] index; its gradient is index_select with it, im2col itself.
+Tensor col2im(const Tensor& cols, const Tensor& index, int64_t HW) {
+  return custom_function("col2im", {cols}, [&](const std::vector<Tensor>& in) {
+    Tensor out = zeros({cols.size(0), cols.size(1), HW + 1}, {cols.dtype(), cols.device()});
+    backend(cols.device()).index_add(out, 2, index, in[0].contiguous());
+    return Forward{out, {}};
+  }, [index](const std::vector<Tensor>&, const Tensor& g) { return std::vector<Tensor>{index_select(g, 2, index)}; });
+}
+
 Tensor add_bias(const Tensor& out, const Tensor& bias) {
   return bias.defined() ? out + bias.view({1, bias.numel(), 1, 1}) : out;
 }
@@ -165,9 +178,7 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
   // column entry is added to the output element conv2d's im2col would have read it from.
   const Tensor wt = weight.reshape({groups, C / groups, O / groups * K}).transpose(1, 2);
   const Tensor cols = matmul(wt, x.reshape({N, groups, C / groups, L})).reshape({N, O, K * L});
-  const Im2col ix = im2col_index(full_size.h, full_size.w, {H, W}, win, x.device());
-  const Tensor idx = ix.index.view({1, 1, K * L}).expand({N, O, K * L}).contiguous();
-  const Tensor y = scatter_add(zeros({N, O, HW + 1}, {x.dtype(), x.device()}), 2, idx, cols);
+  const Tensor y = col2im(cols, im2col_index(full_size.h, full_size.w, {H, W}, win, x.device()).index, HW);
   return add_bias(y.narrow(2, 0, HW).reshape({N, O, full_size.h, full_size.w}), bias);
 }
 

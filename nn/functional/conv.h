@@ -2,11 +2,11 @@
 // linea::nn::functional (libtorch's torch::nn::functional names and argument order).
 //
 // Every op here is composed from the differentiable ops of autograd/ (index_select, matmul,
-// scatter_add, reductions), so it runs on every device and its backward is autograd's: no kernel
-// of its own. im2col is one index_select of the flattened image (with one extra element holding
-// the padding value, which padded taps read), so a convolution is that gather and one batched
-// gemm per group; the transposed convolution is the gemm and then the adjoint gather, a
-// scatter_add. x is [N, C, H, W], float32 or float64.
+// reductions) and the backend's index_add, so it runs on every device and needs no kernel of its
+// own. im2col is one index_select of the flattened image (with one extra element holding the
+// padding value, which padded taps read), so a convolution is that gather and one batched gemm per
+// group; the transposed convolution is the gemm and then the gather's adjoint (col2im: an
+// index_add, whose gradient is the gather). x is [N, C, H, W], float32 or float64.
 #pragma once
 #include <cstdint>
 
