@@ -66,6 +66,8 @@ void add_conv_cases(std::vector<OpCase>& c) {
                    return F::conv_transpose2d(x[0], x[1], x[2], g.stride, g.padding, 0, g.groups, g.dilation);
                  }, R});
   }
+  c.push_back({"conv2d of a transposed x", {transposed({1, 2, 5, 4}), {3, 2, 2, 2}},
+               [](V x) { return F::conv2d(x[0], x[1], Tensor(), 1, 1); }, R});
   c.push_back({"conv2d no bias, 1x1 kernel", {{2, 3, 4, 4}, {5, 3, 1, 1}},
                [](V x) { return F::conv2d(x[0], x[1]); }, R});
   c.push_back({"conv_transpose2d output_padding 1, stride 2", {{1, 3, 3, 3}, {3, 2, 3, 3}},

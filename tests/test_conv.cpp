@@ -143,6 +143,22 @@ TEST_CASE("Conv2d and ConvTranspose2d: options, parameter shapes, PyTorch's defa
   CHECK_THROWS_WITH_AS(nn::Conv2d(nn::Conv2dOptions(3, 4, 3).groups(2)), doctest::Contains("[Conv2d]"), Error);
 }
 
+TEST_CASE("the modules' gradients reach the input and every parameter (float64 gradcheck)") {
+  manual_seed(5);
+  auto check = [](nn::Module& m, const Tensor& x) {
+    nn::to(m, float64);
+    std::vector<Tensor> inputs{x};
+    for (const Tensor& p : m.parameters()) inputs.push_back(p);
+    CHECK_GRADCHECK([&m](const std::vector<Tensor>& in) { return m.forward(in[0]); }, inputs);
+  };
+  nn::Conv2d conv(nn::Conv2dOptions(4, 6, 3).stride(2).padding(1).groups(2));
+  check(conv, randn64({2, 4, 5, 5}, 1));
+  nn::ConvTranspose2d up(nn::ConvTranspose2dOptions(4, 2, 3).stride(2).padding(1).output_padding(1));
+  check(up, randn64({1, 4, 3, 3}, 2));
+  nn::BatchNorm2d bn(3);
+  check(bn, randn64({2, 3, 2, 3}, 3));
+}
+
 TEST_CASE("BatchNorm2d: batch statistics and running updates in training, running statistics in eval") {
   nn::BatchNorm2d bn(nn::BatchNorm2dOptions(3).momentum(0.2));
   nn::to(bn, float64);
