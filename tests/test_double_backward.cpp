@@ -166,6 +166,35 @@ TEST_CASE("Hessian-vector product of a transformer block with composite attentio
   CHECK(hvp_vs_differences(block, params, 31) < 1e-6);
 }
 
+TEST_CASE("Hessian-vector product of an MHLA block (mhla_composite, plain and causal) matches differences") {
+  namespace F = nn::functional;
+  const int64_t B = 1, N = 6, D = 4, H = 2, e = D / H, L = 3, M = N / L;
+  for (bool causal : {false, true}) {
+    CAPTURE(causal);
+    std::vector<Tensor> params = {randn64({3 * D, D}, 51), randn64({M, M}, 52), randn64({D, D}, 53),
+                                  randn64({D}, 54)};
+    const Tensor x = randn64({B, N, D}, 55, false);
+    auto block = [&](const std::vector<Tensor>& p) {
+      const Tensor qkv = matmul(x, p[0].t()).view({B, N, 3, H, e});
+      auto head = [&](int64_t i) { return qkv.select(2, i).permute({0, 2, 1, 3}); };  // [B, H, N, e]
+      const F::MHLAOptions o{.causal = causal, .block_len = L, .feature_map = F::FeatureMap::Elu1};
+      const Tensor mix = causal ? p[1] : sigmoid(p[1]);
+      const Tensor a = F::mhla_composite(head(0), head(1), head(2), mix, o);
+      const Tensor y = x + linear(a.permute({0, 2, 1, 3}).reshape({B, N, D}), p[2], p[3]);
+      return mean(y * y);
+    };
+    CHECK(hvp_vs_differences(block, params, 56) < 1e-6);
+    // The fused form's backward is a kernel: create_graph through it says to use the composite.
+    const Tensor q = randn64({B, H, N, e}, 57), k = randn64({B, H, N, e}, 58, false), v = randn64({B, H, N, e}, 59);
+    const F::MHLAOptions o{.causal = causal, .block_len = L, .feature_map = F::FeatureMap::Elu1};
+    const Tensor fused = F::mhla(q, k, v, causal ? params[1] : sigmoid(params[1]), o);
+    CHECK_THROWS_WITH_AS(autograd::grad({sum(fused)}, {q}, {}, std::nullopt, true),
+                         doctest::Contains("create_graph through mhla: not supported yet"), Error);
+    CHECK_THROWS_WITH_AS(autograd::grad({sum(fused)}, {q}, {}, std::nullopt, true),
+                         doctest::Contains("mhla_composite"), Error);
+  }
+}
+
 TEST_CASE("an input the outputs do not use is an error naming it, unless allow_unused") {
   Tensor x = from_vector<double>({1.0, 2.0}).requires_grad_(), z = from_vector<double>({3.0}).requires_grad_();
   Tensor y = sum(x * 2.0);
