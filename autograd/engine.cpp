@@ -130,6 +130,7 @@ void release_leaf_edges(const Node& node, std::unordered_map<Meta*, int>& edges)
 }  // namespace
 
 bool grad_enabled() { return g_grad_enabled; }
+void set_grad_enabled(bool on) { g_grad_enabled = on; }
 
 Tensor saved_input(const Tensor& x, size_t i) {
   if (!g_recording) return x;
@@ -139,7 +140,6 @@ Tensor saved_input(const Tensor& x, size_t i) {
 }
 
 Tensor saved_output(const Tensor& y) { return g_recording ? attached(y, g_recording->output.lock()) : y; }
-void set_grad_enabled(bool on) { g_grad_enabled = on; }
 
 bool exclusive(const Tensor& g) {
   return g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous();
@@ -199,8 +199,8 @@ void execute(const std::vector<Node*>& order, std::unordered_map<Node*, Tensor> 
                 "the first backward to run backward through it twice",
                 node->op);
     LINEA_CHECK(!create_graph || !node->once_differentiable,
-                "[autograd::grad] create_graph through {}: not supported yet (its backward is hand-written, not "
-                "recorded); {}", node->op, node->once_differentiable);
+                "[autograd::grad] create_graph through {}: not supported yet (its backward cannot be recorded); {}",
+                node->op, node->once_differentiable);
     check_versions(*node);
     std::vector<Tensor> gins;
     if (create_graph) g_recording = node;
@@ -251,8 +251,10 @@ void run_backward(const Tensor& root, Tensor grad, bool retain_graph, bool creat
     return;
   }
   Node* const root_node = rm.grad_fn.get();
-  execute(topo_order(std::span(&root_node, 1)), {{root_node, std::move(grad)}}, retain_graph, create_graph,
-          nullptr);
+  // Built in its own statement: the initializer list's copy of the seed is gone before the loop,
+  // so a backward may still find the seed exclusive and write into it.
+  std::unordered_map<Node*, Tensor> grads{{root_node, std::move(grad)}};
+  execute(topo_order(std::span(&root_node, 1)), std::move(grads), retain_graph, create_graph, nullptr);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
