@@ -108,7 +108,8 @@ Tensor neg(const Tensor& x) {
 Tensor exp(const Tensor& x) {
   check_floating("exp", x);
   Tensor out = apply(UnaryOp::Exp, x);
-  return record("exp", out, {x}, [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * saved_output(y)}; },
+  return record("exp", out, {x},
+                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * saved_output(y)}; },
                 Saves::InputsAndOutput);
 }
 
@@ -188,7 +189,8 @@ Tensor relu(const Tensor& x) {
 Tensor gelu(const Tensor& x, GeluApprox approx) {
   check_floating("gelu", x);
   return activation("gelu", approx == GeluApprox::Erf ? UnaryOp::GeluErf : UnaryOp::GeluTanh, x,
-                    "write GELU's tanh form with linea ops: 0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x^3)))");
+                    "write GELU's tanh form with linea ops: "
+                    "0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x^3)))");
 }
 
 Tensor silu(const Tensor& x) {
@@ -293,7 +295,8 @@ Tensor pow(const Tensor& a, const Tensor& b) {
                   const Tensor X = saved_input(x, 0), Y = saved_input(y, 1);
                   Tensor dx, dy;
                   if (ga) dx = sum_to(g * Y * pow(X, Y - 1.0), x.shape());
-                  if (gb) dy = sum_to(g * where(gt(X, like(x, 0)), saved_output(out) * log(X), like(x, 0)), y.shape());
+                  if (gb)
+                    dy = sum_to(g * where(gt(X, like(x, 0)), saved_output(out) * log(X), like(x, 0)), y.shape());
                   return {dx, dy};
                 },
                 Saves::InputsAndOutput);
