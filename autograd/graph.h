@@ -14,8 +14,9 @@ namespace linea::autograd {
 
 // Maps the gradient of a node's output to the gradients of its inputs (one per input, in order;
 // an undefined Tensor means "no gradient for this input"). Runs with grad mode off, except under
-// create_graph, where grad mode is on and the ops it calls record the graph of the gradient: a
-// backward reads its saved inputs as the live tensors (not detached), so that graph reaches them.
+// create_graph, where grad mode is on and the ops it calls record the graph of the gradient; it
+// reads the tensors it saved through saved_input / saved_output (function.h), which attach them to
+// the graph then, so that graph reaches them.
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
 
 struct Node;
