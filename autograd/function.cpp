@@ -38,6 +38,7 @@ Tensor attach(std::string name, Tensor out, const std::vector<Tensor>& inputs, B
   node->backward = std::move(backward);
   // `out` may be a view sharing an impl with nothing else; give it its own Meta.
   auto meta = std::make_shared<Meta>();
+  node->output = meta;
   meta->grad_fn = std::move(node);
   out.impl().autograd = std::move(meta);
   return out;
@@ -84,11 +85,16 @@ Tensor custom_function(std::string name, const std::vector<Tensor>& inputs, cons
       saves_output = saves_output || (s.defined() && s.storage() == f.output.storage());
     }
   // record() returns the output as it is when no gradient is needed (after anomaly mode's check).
-  return autograd::record(name, f.output.detach(), inputs,
-                          [saved = std::move(saved), backward = std::move(backward)](const Tensor& g) {
-                            return backward(saved, g);
-                          },
-                          saves_output ? autograd::Saves::InputsAndOutput : autograd::Saves::Inputs);
+  Tensor out = autograd::record(name, f.output.detach(), inputs,
+                                [saved = std::move(saved), backward = std::move(backward)](const Tensor& g) {
+                                  return backward(saved, g);
+                                },
+                                saves_output ? autograd::Saves::InputsAndOutput : autograd::Saves::Inputs);
+  // The saved tensors are detached: a backward over them cannot be recorded for create_graph.
+  autograd::once_differentiable(out, "a custom_function's backward is differentiable once; use a form written "
+                                     "with linea ops (mhla_composite for MHLA, softmax(q kᵀ / √d) v for softmax "
+                                     "attention, log_softmax for cross_entropy)");
+  return out;
 }
 
 }  // namespace linea

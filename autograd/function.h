@@ -32,6 +32,15 @@ Tensor record(std::string name, Tensor out, const std::vector<Tensor>& inputs, B
 // leaves a bad value they pass on to the op that reads it (the matmul called, not its expand).
 Tensor record_view(std::string name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward);
 
+// A backward keeps the tensors it reads detached (a node must not keep its own output, or a
+// tensor an in-place op may later move onto a newer node, alive through its graph). Under
+// create_graph these hand them back attached to the graph of the node being run, so the recorded
+// backward reaches its inputs and output; otherwise they return the tensor as is (one branch).
+// saved_input: `x` (a detached view of input i, same geometry) as that input; saved_output: `y`
+// (the output, detached) as the output.
+Tensor saved_input(const Tensor& x, size_t i);
+Tensor saved_output(const Tensor& y);
+
 // Reduce a broadcast gradient back to `shape` (sums the leading and the stretched size-1 dims).
 // The one place every binary op's backward undoes broadcasting.
 Tensor sum_to(const Tensor& grad, const Shape& shape);
@@ -49,6 +58,7 @@ using CustomBackward = std::function<std::vector<Tensor>(const std::vector<Tenso
 
 // A differentiable function with a hand-written gradient. `backward` returns one gradient per
 // input (undefined for inputs without one); shapes and dtypes are checked against the inputs.
+// Differentiable once: create_graph through it is an error (autograd::once_differentiable).
 Tensor custom_function(std::string name, const std::vector<Tensor>& inputs, const CustomForward& forward,
                        CustomBackward backward);
 

@@ -4,6 +4,7 @@
 
 #include "linea/autograd/graph.h"
 #include "linea/autograd/ops_elementwise.h"
+#include "linea/autograd/ops_index.h"
 #include "linea/autograd/ops_reduce.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
@@ -97,6 +98,66 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
   for (Tensor x : inputs)
     if (x.requires_grad()) x.zero_grad();
   return res;
+}
+
+namespace {
+// d sum(u * f(xs)) / d wrt_i for a fixed random u (from `seed`), zeros where f does not depend on
+// wrt_i; with a graph when create_graph. Grad mode is on inside: gradcheck evaluates its
+// function under NoGradGuard for the differences, and a first gradient needs a graph.
+std::vector<Tensor> first_gradients(const GradcheckFn& f, const std::vector<Tensor>& xs, const std::vector<Tensor>& wrt,
+                                    uint64_t seed, bool create_graph) {
+  struct Restore {
+    bool mode;
+    ~Restore() { autograd::set_grad_enabled(mode); }
+  } restore{autograd::grad_enabled()};
+  autograd::set_grad_enabled(true);
+  const Tensor y = f(xs);
+  LINEA_CHECK(y.requires_grad(), "[gradgradcheck] f's output does not depend on any input that requires grad");
+  Generator gen(seed);
+  const Tensor u = randn(y.shape(), gen, {DType::Float64, y.device()});
+  std::vector<Tensor> gs = autograd::grad({sum(mul(u, y))}, wrt, {}, create_graph, create_graph, true);
+  for (size_t i = 0; i < gs.size(); ++i)
+    if (!gs[i].defined()) gs[i] = zeros(wrt[i].shape(), {DType::Float64, wrt[i].device()});
+  return gs;
+}
+}  // namespace
+
+GradcheckResult gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs, GradcheckOptions opts) {
+  std::vector<Tensor> wrt;  // the inputs that require grad, in order
+  for (const Tensor& x : inputs)
+    if (x.requires_grad()) wrt.push_back(x);
+  LINEA_CHECK(!wrt.empty(), "[gradgradcheck] no input requires grad");
+  const uint64_t seed = opts.seed;
+  // G: the first gradients, flattened into one vector, as a function of the inputs.
+  auto first_gradient = [&](const std::vector<Tensor>& xs) {
+    std::vector<Tensor> gs = first_gradients(f, xs, wrt, seed, true), flat;
+    for (size_t i = 0; i < gs.size(); ++i) {
+      // A constant gradient (f linear in x_i) has a zero second derivative: adding 0 * x_i keeps
+      // that exact while giving gradcheck a graph to differentiate.
+      if (!gs[i].requires_grad()) gs[i] = gs[i] + mul(wrt[i], scalar(0.0, {DType::Float64, wrt[i].device()}));
+      flat.push_back(gs[i].reshape({-1}));
+    }
+    return cat(flat, 0);
+  };
+  // The recorded backward must give the plain backward's first gradient: the differences below
+  // only check the recorded one against itself.
+  const std::vector<double> recorded = first_gradient(inputs).to_vector();
+  std::vector<double> plain;
+  for (const Tensor& g : first_gradients(f, inputs, wrt, seed, false)) {
+    const std::vector<double> v = g.to_vector();
+    plain.insert(plain.end(), v.begin(), v.end());
+  }
+  for (size_t e = 0; e < plain.size(); ++e) {
+    const double err = std::abs(recorded[e] - plain[e]);
+    if (!(err <= opts.atol + opts.rtol * std::abs(plain[e])))
+      return {false, fmt::format("[gradgradcheck] the first gradient under create_graph differs from backward's: "
+                                 "element {} of the flattened gradients is {:.10g}, backward gives {:.10g}",
+                                 e, recorded[e], plain[e]), err, {}};
+  }
+  opts.seed = seed + 1;  // the weighting of the first gradient: independent of u
+  GradcheckResult r = gradcheck(first_gradient, inputs, opts);
+  if (!r.ok) r.message = "[gradgradcheck] second order: " + r.message;
+  return r;
 }
 
 }  // namespace linea

@@ -45,4 +45,11 @@ using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs, GradcheckOptions opts = {});
 
+// The second-order check: gradcheck of the first gradient. With y = f(inputs) and a fixed random
+// u, the gradients g_i = d sum(u * y) / d x_i are computed with create_graph and flattened into
+// one vector G; gradcheck(G) then compares the double backward of sum(v * G) (random v) with
+// central differences of G. Ops whose backward cannot be recorded throw autograd::grad's
+// "create_graph through <op>: not supported yet" error. Same input rules as gradcheck.
+GradcheckResult gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs, GradcheckOptions opts = {});
+
 }  // namespace linea

@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,10 @@
 namespace linea::autograd {
 
 // Maps the gradient of a node's output to the gradients of its inputs (one per input, in order;
-// an undefined Tensor means "no gradient for this input"). Runs with grad mode off.
+// an undefined Tensor means "no gradient for this input"). Runs with grad mode off, except under
+// create_graph, where grad mode is on and the ops it calls record the graph of the gradient; it
+// reads the tensors it saved through saved_input / saved_output (function.h), which attach them to
+// the graph then, so that graph reaches them.
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
 
 struct Node;
@@ -46,7 +50,12 @@ struct Node {
   // values would be stale). Empty for views and copies, whose backwards read no values.
   std::vector<SavedVersion> versions;
   bool is_view = false;                         // the output shares its input's storage
+  std::weak_ptr<Meta> output;                   // the output's Meta (weak: it owns this node)
   BackwardFn backward;                          // released after use unless retain_graph
+  // Null when `backward` is made of recorded ops over live tensors, so create_graph can record
+  // it. Otherwise (hand-written backwards: custom functions, fused kernels) what to use instead,
+  // and create_graph through this node is an error saying so: never a silently constant gradient.
+  const char* once_differentiable = nullptr;
   // PyTorch's name of this node ("AddBackward0", "MmBackward0"): what grad_fn()->name() reads
   // in libtorch. Ops without a PyTorch counterpart (custom functions) keep their own name.
   std::string name() const;
@@ -56,8 +65,24 @@ struct Node {
 bool grad_enabled();
 void set_grad_enabled(bool on);
 
-// The engine behind Tensor::backward (autograd/engine.cpp).
-void run_backward(const Tensor& root, Tensor grad, bool retain_graph);
+// The engine behind Tensor::backward (autograd/engine.cpp): accumulates into the leaves' .grad.
+void run_backward(const Tensor& root, Tensor grad, bool retain_graph, bool create_graph = false);
+
+// The gradients of `outputs` (weighted by grad_outputs: one per output, or none for scalar outputs)
+// with respect to `inputs`, returned, not accumulated into any .grad (PyTorch's torch.autograd.grad).
+// Inputs may be leaves or op outputs and must require grad. retain_graph defaults to create_graph.
+// With create_graph the results carry a graph of their own and can be differentiated again.
+// An input the outputs do not depend on is an error naming it, unless allow_unused (then its
+// gradient is an undefined Tensor).
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, std::optional<bool> retain_graph = std::nullopt,
+                         bool create_graph = false, bool allow_unused = false);
+
+// Marks the node that made `out` as differentiable once only (Node::once_differentiable): its
+// backward is a kernel or keeps values detached. `instead` says what a user needing create_graph
+// should call ("use mhla_composite"), a string literal (nodes are made on every forward: no copy).
+// No-op when `out` has no node.
+void once_differentiable(const Tensor& out, const char* instead);
 
 // Whether nothing but the caller holds g's tensor and storage, contiguous: a gradient the engine
 // hands a backward this way may be overwritten in place (it drops its own copy after the call).

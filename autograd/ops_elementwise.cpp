@@ -13,6 +13,8 @@
 namespace linea {
 
 using autograd::record;
+using autograd::saved_input;
+using autograd::saved_output;
 using autograd::sum_to;
 using autograd::Saves;
 
@@ -42,15 +44,19 @@ Tensor apply(UnaryOp k, const Tensor& x, double p0 = 0, double p1 = 0) {
 // g·f'(x), instead of evaluating f' again there. f'(x) is kept in place of x: the same memory.
 // The product goes into g where the engine's copy is the only one (the MLP's: its dh comes fresh
 // from the product that made it): a new output would first be read into cache to be written.
-Tensor activation(std::string name, UnaryOp op, const Tensor& x) {
+// f'(x) is a constant of the graph, so the node is differentiable once; `instead` names the
+// composite that create_graph can go through.
+Tensor activation(std::string name, UnaryOp op, const Tensor& x, const char* instead) {
   if (!autograd::needs_grad({x})) return record(std::move(name), apply(op, x), {x}, nullptr);  // anomaly mode's check
   Tensor y = empty(x.shape(), x.dtype(), x.device()), d = empty(x.shape(), x.dtype(), x.device());
   backend(x.device()).activation_with_grad(op, x, y, d);
-  return record(std::move(name), y, {x}, [d](const Tensor& g) -> std::vector<Tensor> {
+  Tensor out = record(std::move(name), y, {x}, [d](const Tensor& g) -> std::vector<Tensor> {
     if (!autograd::exclusive(g) || g.shape() != d.shape()) return {g * d};
     backend(g.device()).binary(BinaryOp::Mul, g, d, g);
     return {g};
   });
+  autograd::once_differentiable(out, instead);
+  return out;
 }
 
 // A stride-0 view of x at `shape` for the kernels (they take operands already broadcast).
@@ -102,21 +108,22 @@ Tensor neg(const Tensor& x) {
 Tensor exp(const Tensor& x) {
   check_floating("exp", x);
   Tensor out = apply(UnaryOp::Exp, x);
-  return record("exp", out, {x}, [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * y}; },
+  return record("exp", out, {x},
+                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * saved_output(y)}; },
                 Saves::InputsAndOutput);
 }
 
 Tensor log(const Tensor& x) {
   check_floating("log", x);
   return record("log", apply(UnaryOp::Log, x), {x},
-                [x = x.detach()](const Tensor& g) -> std::vector<Tensor> { return {g / x}; });
+                [x = x.detach()](const Tensor& g) -> std::vector<Tensor> { return {g / saved_input(x, 0)}; });
 }
 
 Tensor sqrt(const Tensor& x) {
   check_floating("sqrt", x);
   Tensor out = apply(UnaryOp::Sqrt, x);
   return record("sqrt", out, {x},
-                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g / (y * 2.0)}; },
+                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g / (saved_output(y) * 2.0)}; },
                 Saves::InputsAndOutput);
 }
 
@@ -125,7 +132,10 @@ Tensor rsqrt(const Tensor& x) {
   Tensor out = apply(UnaryOp::Rsqrt, x);
   // d x^(-1/2) = -1/2 x^(-3/2) = -1/2 y^3
   return record("rsqrt", out, {x},
-                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * (y * y * y * -0.5)}; },
+                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> {
+                  const Tensor Y = saved_output(y);
+                  return {g * (Y * Y * Y * -0.5)};
+                },
                 Saves::InputsAndOutput);
 }
 
@@ -133,45 +143,59 @@ Tensor tanh(const Tensor& x) {
   check_floating("tanh", x);
   Tensor out = apply(UnaryOp::Tanh, x);
   return record("tanh", out, {x},
-                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * (1.0 - y * y)}; },
+                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> {
+                  const Tensor Y = saved_output(y);
+                  return {g * (1.0 - Y * Y)};
+                },
                 Saves::InputsAndOutput);
 }
 
 Tensor sin(const Tensor& x) {
   check_floating("sin", x);
   Tensor out = apply(UnaryOp::Sin, x);
-  return record("sin", out, {x}, [x = x.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * cos(x)}; });
+  return record("sin", out, {x}, [x = x.detach()](const Tensor& g) -> std::vector<Tensor> {
+    return {g * cos(saved_input(x, 0))};
+  });
 }
 
 Tensor cos(const Tensor& x) {
   check_floating("cos", x);
   Tensor out = apply(UnaryOp::Cos, x);
-  return record("cos", out, {x}, [x = x.detach()](const Tensor& g) -> std::vector<Tensor> { return {-(g * sin(x))}; });
+  return record("cos", out, {x}, [x = x.detach()](const Tensor& g) -> std::vector<Tensor> {
+    return {-(g * sin(saved_input(x, 0)))};
+  });
 }
 
 Tensor sigmoid(const Tensor& x) {
   check_floating("sigmoid", x);
   Tensor out = apply(UnaryOp::Sigmoid, x);
   return record("sigmoid", out, {x},
-                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {g * y * (1.0 - y)}; },
+                [y = out.detach()](const Tensor& g) -> std::vector<Tensor> {
+                  const Tensor Y = saved_output(y);
+                  return {g * Y * (1.0 - Y)};
+                },
                 Saves::InputsAndOutput);
 }
 
 Tensor relu(const Tensor& x) {
   check_not_bool("relu", x);
   return record("relu", apply(UnaryOp::Relu, x), {x}, [x = x.detach()](const Tensor& g) -> std::vector<Tensor> {
+    // Under create_graph (grad mode on in a backward) the same mask as a recorded where.
+    if (autograd::grad_enabled()) return {where(gt(x, like(x, 0)), g, like(g, 0))};
     return {activation_backward(BinaryOp::ReluBackward, g, x)};
   });
 }
 
 Tensor gelu(const Tensor& x, GeluApprox approx) {
   check_floating("gelu", x);
-  return activation("gelu", approx == GeluApprox::Erf ? UnaryOp::GeluErf : UnaryOp::GeluTanh, x);
+  return activation("gelu", approx == GeluApprox::Erf ? UnaryOp::GeluErf : UnaryOp::GeluTanh, x,
+                    "write GELU's tanh form with linea ops: "
+                    "0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x^3)))");
 }
 
 Tensor silu(const Tensor& x) {
   check_floating("silu", x);
-  return activation("silu", UnaryOp::Silu, x);
+  return activation("silu", UnaryOp::Silu, x, "use x * sigmoid(x)");
 }
 
 // Composed: where's backward hands g to x > 0 and the product's scales it by the slope elsewhere.
@@ -184,7 +208,7 @@ Tensor softplus(const Tensor& x) {
   check_floating("softplus", x);
   // d/dx log(1 + e^x) = e^x / (1 + e^x) = sigmoid(x)
   return record("softplus", apply(UnaryOp::Softplus, x), {x}, [x = x.detach()](const Tensor& g) -> std::vector<Tensor> {
-    return {g * apply(UnaryOp::Sigmoid, x)};
+    return {g * sigmoid(saved_input(x, 0))};
   });
 }
 
@@ -200,7 +224,7 @@ Tensor pow(const Tensor& x, double exponent) {
   check_floating("pow", x);
   return record("pow", apply(UnaryOp::PowScalar, x, exponent), {x},
                 [x = x.detach(), exponent](const Tensor& g) -> std::vector<Tensor> {
-                  return {g * apply(UnaryOp::PowScalar, x, exponent - 1) * exponent};
+                  return {g * pow(saved_input(x, 0), exponent - 1) * exponent};
                 });
 }
 
@@ -241,7 +265,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   return record("mul", apply(BinaryOp::Mul, "mul", x, y, x.dtype()), {a, b},
                 [x = x.detach(), y = y.detach(), ga = a.requires_grad(), gb = b.requires_grad()](
                     const Tensor& g) -> std::vector<Tensor> {
-                  return {ga ? sum_to(g * y, x.shape()) : Tensor(), gb ? sum_to(g * x, y.shape()) : Tensor()};
+                  return {ga ? sum_to(g * saved_input(y, 1), x.shape()) : Tensor(),
+                          gb ? sum_to(g * saved_input(x, 0), y.shape()) : Tensor()};
                 });
 }
 
@@ -252,8 +277,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return record("div", out, {a, b},
                 [y = y.detach(), out = out.detach(), sa = a.shape(), ga = a.requires_grad(),
                  gb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
-                  Tensor gy = g / y;
-                  return {ga ? sum_to(gy, sa) : Tensor(), gb ? sum_to(neg(gy * out), y.shape()) : Tensor()};
+                  Tensor gy = g / saved_input(y, 1);
+                  return {ga ? sum_to(gy, sa) : Tensor(),
+                          gb ? sum_to(neg(gy * saved_output(out)), y.shape()) : Tensor()};
                 },
                 Saves::InputsAndOutput);
 }
@@ -266,9 +292,11 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   return record("pow", out, {a, b},
                 [x = x.detach(), y = y.detach(), out = out.detach(), ga = a.requires_grad(),
                  gb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+                  const Tensor X = saved_input(x, 0), Y = saved_input(y, 1);
                   Tensor dx, dy;
-                  if (ga) dx = sum_to(g * y * pow(x, y - 1.0), x.shape());
-                  if (gb) dy = sum_to(g * where(gt(x, like(x, 0)), out * log(x), like(x, 0)), y.shape());
+                  if (ga) dx = sum_to(g * Y * pow(X, Y - 1.0), x.shape());
+                  if (gb)
+                    dy = sum_to(g * where(gt(X, like(x, 0)), saved_output(out) * log(X), like(x, 0)), y.shape());
                   return {dx, dy};
                 },
                 Saves::InputsAndOutput);

@@ -102,6 +102,16 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
   return cat(parts, dim);
 }
 
+namespace {
+// A 1-d index along `dim` spread over `shape` (scatter_add's index form of index_add): what the
+// index ops' backwards use under create_graph, where the scatter must be recorded.
+Tensor along(const Tensor& idx, int64_t dim, const Shape& shape) {
+  Shape s(shape.size(), 1);
+  s[dim] = idx.numel();
+  return idx.reshape(s).expand(shape).contiguous();
+}
+}  // namespace
+
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx) {
   check_index("index_select", idx, x);
   LINEA_CHECK(x.dim() > 0, "[index_select] needs a tensor with at least one dim");
@@ -114,6 +124,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx) {
   return record("index_select", out, {x},
                 [idx = idx.detach(), dim, in = x.shape()](const Tensor& g) -> std::vector<Tensor> {
                   Tensor gx = zeros(in, {g.dtype(), g.device()});
+                  if (autograd::grad_enabled()) return {scatter_add(gx, dim, along(idx, dim, g.shape()), g)};
                   backend(g.device()).index_add(gx, dim, idx, g);
                   return {gx};
                 });
@@ -126,6 +137,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx) {
   backend(x.device()).gather(x, dim, idx, out);
   return record("gather", out, {x}, [idx = idx.detach(), dim, in = x.shape()](const Tensor& g) -> std::vector<Tensor> {
     Tensor gx = zeros(in, {g.dtype(), g.device()});
+    if (autograd::grad_enabled()) return {scatter_add(gx, dim, idx, g)};  // create_graph: recorded
     backend(g.device()).scatter_add(gx, dim, idx, g);
     return {gx};
   });
@@ -160,7 +172,9 @@ Tensor embedding(const Tensor& weight, const Tensor& idx) {
   return record("embedding", out, {weight},
                 [flat = flat.detach(), in = weight.shape()](const Tensor& g) -> std::vector<Tensor> {
                   Tensor gw = zeros(in, {g.dtype(), g.device()});
-                  backend(g.device()).index_add(gw, 0, flat, g.reshape({flat.numel(), in[1]}));
+                  const Tensor rows = g.reshape({flat.numel(), in[1]});
+                  if (autograd::grad_enabled()) return {scatter_add(gw, 0, along(flat, 0, rows.shape()), rows)};
+                  backend(g.device()).index_add(gw, 0, flat, rows);
                   return {gw};
                 });
 }

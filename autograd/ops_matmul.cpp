@@ -55,6 +55,15 @@ void gemm_nd(const Tensor& a, const Tensor& b, const Tensor& out, int64_t nb, co
 
 }  // namespace
 
+namespace {
+// Operand i of a matmul as the backward saved it (a 1-d operand promoted to 2 dims), attached to
+// its graph for create_graph: the promotion is redone on the attached tensor, so it is recorded.
+Tensor promoted_input(const Tensor& saved, const Shape& shape, size_t i) {
+  if (saved.shape() == shape) return autograd::saved_input(saved, i);
+  return autograd::saved_input(saved.reshape(shape), i).reshape(saved.shape());
+}
+}  // namespace
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   LINEA_CHECK(a.dim() >= 1 && b.dim() >= 1, "[matmul] both operands need at least 1 dim, got shapes {} and {}",
               shape_str(a.shape()), shape_str(b.shape()));
@@ -93,8 +102,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
   return autograd::record(
       "matmul", out, {a, b},
-      [A, B, full, K, N, a_shape = a.shape(), b_shape = b.shape(), need_a = a.requires_grad(),
+      [A_saved = A, B_saved = B, full, K, N, a_shape = a.shape(), b_shape = b.shape(), need_a = a.requires_grad(),
        need_b = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+        // Under create_graph (grad mode on) the operands are read with their graph.
+        const bool live = autograd::grad_enabled();
+        const Tensor A = live ? promoted_input(A_saved, a_shape, 0) : A_saved;
+        const Tensor B = live ? promoted_input(B_saved, b_shape, 1) : B_saved;
         // dA = g @ B^T and dB = A^T @ g, summed over the batch dims each operand was broadcast along.
         const Tensor G = g.reshape(full);
         Tensor da, db;
@@ -150,6 +163,12 @@ Tensor linear_impl(const char* op, const Tensor& x, const Tensor& weight, const 
         // which the CPU runs in one pass over g (Backend::linear_weight_grad). The residual's is g.
         const Tensor G = g.reshape({rows, out_f});
         Tensor dx, dw, db;
+        if (autograd::grad_enabled()) {  // create_graph: the same sums as recorded ops, on the live inputs
+          if (need_x) dx = matmul(G, autograd::saved_input(W, 1)).reshape(X.shape());
+          if (need_w) dw = matmul(G.t(), autograd::saved_input(X, 0).reshape({rows, in}));
+          if (need_b) db = sum(G, {0});
+          return {dx, dw, db, need_r ? g : Tensor()};
+        }
         if (need_x) dx = matmul(G, W).reshape(X.shape());
         if (need_w) {
           const Tensor Gc = G.contiguous(), Xc = X.reshape({rows, in}).contiguous();

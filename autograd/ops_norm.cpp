@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "linea/autograd/function.h"
+#include "linea/autograd/ops_elementwise.h"
+#include "linea/autograd/ops_reduce.h"
 #include "linea/tensor/backend.h"
 #include "linea/tensor/creation.h"
 #include "linea/tensor/error.h"
@@ -63,6 +65,26 @@ RowOrder row_order(const Tensor& x) {
   return {perm, inverse};
 }
 
+// The norms' gradients as recorded ops over the live inputs, for create_graph: x normalised over
+// its last dim (centred first for layer_norm), xhat = (x - mu) * rstd, and with gh = g * w,
+// dx = rstd * (gh - [mean(gh)] - xhat * mean(gh * xhat)), dw = sum of g * xhat, db = sum of g.
+std::vector<Tensor> norm_grads(const Tensor& g, const Tensor& x, const Tensor& w, const Tensor& b, double eps,
+                               bool centre, bool gw, bool gb) {
+  const Tensor xm = centre ? x - mean(x, {-1}, true) : x;
+  const Tensor rstd = rsqrt(mean(xm * xm, {-1}, true) + eps), xhat = xm * rstd;
+  const Tensor gh = w.defined() ? g * w : g;
+  Tensor inner = gh - xhat * mean(gh * xhat, {-1}, true);
+  if (centre) inner = inner - mean(gh, {-1}, true);
+  return {rstd * inner, gw ? autograd::sum_to(g * xhat, w.shape()) : Tensor(),
+          gb ? autograd::sum_to(g, b.shape()) : Tensor()};
+}
+
+// The norm's input i as the kernel read it (xc: rows in `order`), back in the input's layout,
+// attached to its graph.
+Tensor live(const Tensor& saved, const RowOrder& order, size_t i) {
+  return saved.defined() ? autograd::saved_input(order.back(saved), i) : saved;
+}
+
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
@@ -76,7 +98,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   be.layernorm_forward(xc, w, b, eps, out, mean, rstd);
   return autograd::record(
       "layer_norm", order.back(out), {x, weight, bias},
-      [xc, w, b, mean, rstd, order, gw = wants_grad(weight), gb = wants_grad(bias), &be](const Tensor& g) {
+      [xc, w, b, mean, rstd, order, gw = wants_grad(weight), gb = wants_grad(bias), &be, eps](const Tensor& g) {
+        if (autograd::grad_enabled())  // create_graph
+          return norm_grads(g, live(xc, order, 0), live(w, {}, 1), live(b, {}, 2), eps, true, gw, gb);
         const Tensor gr = order.rows(g);
         Tensor dx = grad_target(gr, xc), dw = gw ? empty_like(w) : Tensor();
         Tensor db = gb ? empty_like(b) : Tensor();
@@ -95,7 +119,12 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   Backend& be = backend(x.device());
   be.rmsnorm_forward(xc, w, eps, out, rstd);
   return autograd::record("rms_norm", order.back(out), {x, weight},
-                          [xc, w, rstd, order, gw = wants_grad(weight), &be](const Tensor& g) {
+                          [xc, w, rstd, order, gw = wants_grad(weight), &be, eps](const Tensor& g) {
+                            if (autograd::grad_enabled()) {  // create_graph
+                              std::vector<Tensor> d = norm_grads(g, live(xc, order, 0), live(w, {}, 1), Tensor(),
+                                                                 eps, false, gw, false);
+                              return std::vector<Tensor>{d[0], d[1]};
+                            }
                             const Tensor gr = order.rows(g);
                             Tensor dx = grad_target(gr, xc), dw = gw ? empty_like(w) : Tensor();
                             be.rmsnorm_backward(gr.contiguous(), xc, w, rstd, dx, dw);

@@ -119,8 +119,15 @@ Tensor var(const Tensor& x, std::vector<int64_t> dims, bool keepdim, int64_t cor
   }
   return autograd::record("var", out, {x}, [r, centered, denom, shape = x.shape()](const Tensor& g) {
     // d var / dx = 2 (x - mean) / (n - correction); the mean's own dependence on x cancels out
-    // because the deviations sum to zero.
-    return std::vector<Tensor>{expand_back(g, r, shape) * centered * (2.0 / denom)};
+    // because the deviations sum to zero. Under create_graph the deviations must be a function of
+    // x: c -> c - mean(c) is x -> x - mean(x), linear, so applied to the deviations attached as x
+    // (their mean is 0) it gives the same values with the graph of x - mean(x).
+    Tensor c = centered;
+    if (autograd::grad_enabled()) {
+      c = autograd::saved_input(centered, 0);
+      c = c - autograd::sum_to(c, r.keep_shape) / static_cast<double>(r.n);
+    }
+    return std::vector<Tensor>{expand_back(g, r, shape) * c * (2.0 / denom)};
   });
 }
 
@@ -161,7 +168,8 @@ Tensor logsumexp(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
   Reduction r = plan("logsumexp", x, dims, keepdim);
   Tensor out = reduce_forward(ReduceOp::LogSumExp, x, r, x.dtype());
   return autograd::record("logsumexp", out, {x}, [r, x = x.detach(), res = out.detach()](const Tensor& g) {
-    return std::vector<Tensor>{exp(x - expand_back(res, r, x.shape())) * expand_back(g, r, x.shape())};
+    const Tensor lse = expand_back(autograd::saved_output(res), r, x.shape());
+    return std::vector<Tensor>{exp(autograd::saved_input(x, 0) - lse) * expand_back(g, r, x.shape())};
   }, autograd::Saves::InputsAndOutput);
 }
 
@@ -181,7 +189,11 @@ Tensor softmax_impl(std::string_view name, const Tensor& x, int64_t dim, bool lo
   backend(x.device()).softmax(xt, yt, log);
   Tensor out = d == last ? yt : swap(yt);
   // yt may be `out` itself: capture a detached handle (no reference cycle).
-  return autograd::record(std::string(name), out, {x}, [yt = yt.detach(), swap, log](const Tensor& g) {
+  return autograd::record(std::string(name), out, {x}, [yt = yt.detach(), swap, log, d](const Tensor& g) {
+    if (autograd::grad_enabled()) {  // create_graph: the kernel's formula as recorded ops, in x's layout
+      const Tensor y = autograd::saved_output(swap(yt));
+      return std::vector<Tensor>{log ? g - exp(y) * sum(g, {d}, true) : y * (g - sum(g * y, {d}, true))};
+    }
     Tensor gt = swap(g);
     Tensor dxt = empty(gt.shape(), gt.dtype(), gt.device());
     backend(gt.device()).softmax_backward(yt, gt, dxt, log);

@@ -85,10 +85,13 @@ Tensor same_order_view(const char* op, const Tensor& x, Shape shape, Strides str
 }
 
 // The gradient of a view that picks part of its input: g written into the same part of zeros.
+// Under create_graph (grad mode on in a backward) the write is recorded too: its own gradient
+// reads the same part back. `part` is kept by that node, so it must own what it captures.
 Tensor into_zeros(const Tensor& g, const Shape& in_shape, const std::function<Tensor(const Tensor&)>& part) {
   Tensor z = zeros(in_shape, {g.dtype(), g.device()});
   backend(g.device()).copy(g, part(z));
-  return z;
+  if (!autograd::grad_enabled()) return z;
+  return record_view("into_zeros", z, {g}, [part](const Tensor& gg) -> std::vector<Tensor> { return {part(gg)}; });
 }
 
 // dst <- src through the backend (any strides), recorded with an identity backward.
@@ -143,7 +146,7 @@ void Tensor::zero_grad() {
   if (x.impl().autograd) x.impl().autograd->grad = Tensor();
 }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) const {
   const Tensor& x = *this;
   LINEA_CHECK(x.requires_grad(), "[backward] this tensor (shape {}) does not require grad: no input of the ops "
               "that made it had requires_grad_() set, or it was made under NoGradGuard", shape_str(x.shape()));
@@ -156,7 +159,7 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   LINEA_CHECK(g.shape() == x.shape() && g.dtype() == x.dtype() && g.device() == x.device(),
               "[backward] gradient of shape {} {} on {} does not match the output's shape {} {} on {}",
               shape_str(g.shape()), g.dtype(), g.device(), shape_str(x.shape()), x.dtype(), x.device());
-  autograd::run_backward(x, std::move(g), retain_graph);
+  autograd::run_backward(x, std::move(g), retain_graph.value_or(create_graph), create_graph);
 }
 
 // ---- reshaping ----
@@ -326,7 +329,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   Tensor out = x.as_strided(std::move(s), std::move(st), x.offset() + start * x.strides()[d]);
   return record_view("slice", out, {x},
                      [in = x.shape(), d, start, end, step](const Tensor& g) -> std::vector<Tensor> {
-                       return {into_zeros(g, in, [&](const Tensor& z) { return z.slice(d, start, end, step); })};
+                       return {into_zeros(g, in, [=](const Tensor& z) { return z.slice(d, start, end, step); })};
                      });
 }
 
@@ -353,7 +356,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   st.erase(st.begin() + d);
   Tensor out = x.as_strided(std::move(s), std::move(st), x.offset() + index * x.strides()[d]);
   return record_view("select", out, {x}, [in = x.shape(), d, index](const Tensor& g) -> std::vector<Tensor> {
-    return {into_zeros(g, in, [&](const Tensor& z) { return z.select(d, index); })};
+    return {into_zeros(g, in, [=](const Tensor& z) { return z.select(d, index); })};
   });
 }
 

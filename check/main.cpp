@@ -24,9 +24,12 @@ constexpr int kPassed = 0, kFailed = 1, kUsage = 2, kSkipped = 77;
 const char* kHelp = R"(linea-check: check linea's ops numerically, from the op registry (check/registry.h).
 
 usage:
-  linea-check gradcheck [--op NAME|all] [--device cpu|cuda|all] [--dtype float64] [--json]
+  linea-check gradcheck [--op NAME|all] [--device cpu|cuda|all] [--dtype float64] [--order 1|2] [--json]
       float64 central differences against the analytic backward of every differentiable case.
       Per case: pass/FAIL, the worst element (input, index, analytic, numeric, abs/rel error), time.
+      --order 2 checks the double backward (gradgradcheck): central differences of the first
+      gradient, computed with create_graph, against its backward. A case whose op cannot record
+      its backward yet is "skip", with autograd::grad's error naming the op; skips do not fail.
   linea-check compare [--op NAME|all] [--device cuda] [--dtype float32|float64|all] [--json]
       every case's output and input gradients on the device against the CPU, from identical
       inputs (float32 and float64 by default), with the worst element per case.
@@ -44,7 +47,6 @@ usage:
   --op NAME   the case NAME and every case named "NAME ..." (e.g. --op softmax); default all
   --json      one JSON document on stdout instead of the table
 
-There is no gradgradcheck: linea has no double backward.
 
 exit status:
   0   every check that ran passed
@@ -55,7 +57,7 @@ exit status:
 )";
 
 struct Args {
-  std::string command, op = "all", device, dtype;
+  std::string command, op = "all", device, dtype, order;
   bool json = false;
 };
 
@@ -77,7 +79,8 @@ Args parse(int argc, char** argv) {
   if (a.command != "gradcheck" && a.command != "compare" && a.command != "nan" && a.command != "mhla" &&
       a.command != "list")
     usage_error("unknown command '" + a.command + "'");
-  std::map<std::string, std::string*> valued = {{"--op", &a.op}, {"--device", &a.device}, {"--dtype", &a.dtype}};
+  std::map<std::string, std::string*> valued = {{"--op", &a.op}, {"--device", &a.device}, {"--dtype", &a.dtype},
+                                                  {"--order", &a.order}};
   for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--json") {
       a.json = true;
@@ -96,6 +99,7 @@ Args parse(int argc, char** argv) {
   if (a.command == "gradcheck") {
     allow("--device", a.device, {"cpu", "cuda", "all"});
     allow("--dtype", a.dtype, {"float64"});  // central differences need float64
+    allow("--order", a.order, {"1", "2"});
   } else if (a.command == "compare") {
     allow("--device", a.device, {"cuda"});  // the CPU is the reference
     allow("--dtype", a.dtype, {"float32", "float64", "all"});
@@ -108,6 +112,7 @@ Args parse(int argc, char** argv) {
   } else if (!a.device.empty() || !a.dtype.empty()) {
     usage_error("list takes only --op");
   }
+  if (!a.order.empty() && a.command != "gradcheck") usage_error("--order is a gradcheck flag");
   return a;
 }
 
@@ -176,7 +181,9 @@ int main(int argc, char** argv) {
   for (Device d : devs) {
     if (a.command == "gradcheck") {
       for (const OpCase* c : cases)
-        if (c->differentiable) add(gradcheck_case(*c, d, case_seed(position(c))));
+        if (c->differentiable)
+          add(a.order == "2" ? gradgradcheck_case(*c, d, case_seed(position(c)))
+                             : gradcheck_case(*c, d, case_seed(position(c))));
     } else if (a.command == "compare") {
       got = d.str(), want = "cpu";
       for (DType dt : dtypes(a.dtype))
@@ -191,16 +198,19 @@ int main(int argc, char** argv) {
     }
   }
 
-  int failed = 0;
+  int failed = 0, skips = 0;
   double seconds = 0;
-  for (const Result& r : results) failed += r.status != Status::Pass, seconds += r.seconds;
+  for (const Result& r : results)
+    failed += r.status == Status::Fail || r.status == Status::Error, skips += r.status == Status::Skipped,
+        seconds += r.seconds;
   if (a.json) {
     std::string cmd = "linea-check";
     for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];
     std::fputs(results_json(cmd, results).c_str(), stdout);
   } else {
-    std::printf("%s: %zu checked, %zu passed, %d failed, %.2f s%s\n", a.command.c_str(), results.size(),
-                results.size() - failed, failed, seconds, skipped ? " (cuda skipped)" : "");
+    std::printf("%s%s: %zu checked, %zu passed, %d skipped, %d failed, %.2f s%s\n", a.command.c_str(),
+                a.order == "2" ? " --order 2" : "", results.size(), results.size() - failed - skips, skips, failed,
+                seconds, skipped ? " (cuda skipped)" : "");
   }
   if (failed) return kFailed;
   return skipped ? kSkipped : kPassed;

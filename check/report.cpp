@@ -12,6 +12,7 @@ const char* status_name(Status s) {
     case Status::Pass: return "pass";
     case Status::Fail: return "FAIL";
     case Status::Error: return "ERROR";
+    case Status::Skipped: return "skip";
   }
   return "?";
 }
@@ -35,11 +36,12 @@ std::string number(double x) { return std::isfinite(x) ? fmt::format("{:.17g}", 
 
 std::string results_json(const std::string& command, const std::vector<Result>& results) {
   std::string out = fmt::format("{{\"command\": {}, \"results\": [", json::quote(command));
-  int passed = 0;
+  int passed = 0, skipped = 0;
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     const Worst& w = r.worst;
     passed += r.status == Status::Pass;
+    skipped += r.status == Status::Skipped;
     out += fmt::format(
         "{}\n  {{\"name\": {}, \"device\": {}, \"dtype\": {}, \"status\": {}, \"seconds\": {}, \"message\": {}, "
         "\"worst\": {{\"what\": {}, \"index\": [{}], \"got\": {}, \"want\": {}, \"abs_error\": {}, \"rel_error\": {}}}}}",
@@ -47,7 +49,8 @@ std::string results_json(const std::string& command, const std::vector<Result>& 
         json::quote(status_name(r.status)), number(r.seconds), json::quote(r.message), json::quote(w.what),
         fmt::join(w.index, ", "), number(w.got), number(w.want), number(w.abs_error), number(w.rel_error));
   }
-  out += fmt::format("\n], \"passed\": {}, \"failed\": {}}}\n", passed, static_cast<int>(results.size()) - passed);
+  out += fmt::format("\n], \"passed\": {}, \"failed\": {}, \"skipped\": {}}}\n", passed,
+                     static_cast<int>(results.size()) - passed - skipped, skipped);
   return out;
 }
 

@@ -9,7 +9,7 @@
 
 namespace linea::check {
 
-const char* status_name(Status s);  // "pass", "FAIL", "ERROR"
+const char* status_name(Status s);  // "pass", "FAIL", "ERROR", "skip"
 
 // One line: status, name, dtype/device, worst element (which tensor, index, got vs want, abs and
 // rel error), milliseconds; a second, indented line with the message on FAIL / ERROR.

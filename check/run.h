@@ -19,7 +19,9 @@ struct Worst {
   double ratio = 0;  // abs_error / tolerance: > 1 fails
 };
 
-enum class Status { Pass, Fail, Error };  // Error: the case threw (its message says why)
+// Error: the case threw (its message says why). Skipped: a second-order check of an op whose
+// backward cannot be recorded yet (its message is autograd::grad's error naming the op).
+enum class Status { Pass, Fail, Error, Skipped };
 
 struct Result {
   std::string name;    // the op case, or the MHLA comparison
@@ -34,6 +36,9 @@ struct Result {
 
 // Float64 central differences against the backward of c on `device` (c must be differentiable).
 Result gradcheck_case(const OpCase& c, Device device, uint64_t seed);
+
+// The same with gradgradcheck: finite differences of the first gradient against the double backward.
+Result gradgradcheck_case(const OpCase& c, Device device, uint64_t seed);
 
 // c's output and the gradients of sum(u * y) (fixed random u) on `device` against the CPU, from
 // identical inputs in `dtype`, within c's comparison tolerance (gradients: Tol::Reduction's).

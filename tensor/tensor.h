@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -92,8 +93,11 @@ class Tensor {
   Tensor grad() const;                     // undefined until a backward reaches this leaf
   void zero_grad();                        // drops the accumulated gradient
   // Backward from this tensor. Scalars may omit `gradient`; other shapes must pass one of the
-  // same shape. The graph is freed afterwards unless retain_graph is set.
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  // same shape. The graph is freed afterwards unless retain_graph is set (by default it is kept
+  // exactly when create_graph is). With create_graph the backward pass is itself recorded, so the
+  // .grad it leaves can be differentiated again (docs/autograd.md); without it .grad is a constant.
+  void backward(const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
   Tensor detach() const { return as_strided(shape(), strides(), offset()); }  // same storage, no graph
   // The node that made this tensor (null for a leaf); grad_fn()->name() is PyTorch's name for it
   // ("MulBackward0"). Include <linea/autograd/graph.h> (or <linea/linea.h>) to use it.

@@ -191,6 +191,21 @@ TEST_CASE("the quadratic MHLA reference is the fused op (non-causal and causal, 
   }
 }
 
+TEST_CASE("linea-check gradcheck --order 2: double backward checked, unsupported ops skipped with the reason") {
+  int rc = 0;
+  std::string out;
+  std::tie(rc, out) = run_cli("gradcheck --order 2 --op tanh --json");
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("\"passed\": 2, \"failed\": 0, \"skipped\": 0") != std::string::npos);  // and transposed
+  std::tie(rc, out) = run_cli("gradcheck --order 2 --op gelu");
+  INFO(out);
+  CHECK(rc == 0);  // a skip is not a failure
+  CHECK(out.find("skip") != std::string::npos);
+  CHECK(out.find("create_graph through gelu: not supported yet") != std::string::npos);
+  CHECK(out.find("0 passed") != std::string::npos);
+}
+
 TEST_CASE("linea-check: exit statuses and --json") {
   // std::tie, not structured bindings: INFO is a lambda, and clang < 16 cannot capture a binding.
   int rc = 0;
@@ -207,6 +222,8 @@ TEST_CASE("linea-check: exit statuses and --json") {
   CHECK(rc == 0);
   CHECK(out.find("nan: 4 checked, 4 passed") != std::string::npos);  // 2 cases, float32 and float64
   CHECK(run_cli("gradcheck --dtype float32").first == 2);
+  CHECK(run_cli("gradcheck --order 3").first == 2);
+  CHECK(run_cli("nan --order 2").first == 2);
   CHECK(run_cli("frobnicate").first == 2);
   int crc = 0;
   std::string cout_;
