@@ -96,13 +96,14 @@ Tensor im2col(const Tensor& x, Size2 out, const Window& win, double pad_value) {
 
 // im2col's adjoint: columns [N, C, K L] added into [N, C, H W + 1] at the places im2col read them
 // from (the last element gathers what padded taps would have read, and is dropped by the caller).
-// index_add with the [K L] index; its gradient is index_select with it, im2col itself.
+// index_add with the [K L] index; its gradient is index_select with it, im2col itself, a recorded
+// op, so the transposed convolution differentiates twice.
 Tensor col2im(const Tensor& cols, const Tensor& index, int64_t HW) {
-  return custom_function("col2im", {cols}, [&](const std::vector<Tensor>& in) {
-    Tensor out = zeros({cols.size(0), cols.size(1), HW + 1}, {cols.dtype(), cols.device()});
-    backend(cols.device()).index_add(out, 2, index, in[0].contiguous());
-    return Forward{out, {}};
-  }, [index](const std::vector<Tensor>&, const Tensor& g) { return std::vector<Tensor>{index_select(g, 2, index)}; });
+  Tensor out = zeros({cols.size(0), cols.size(1), HW + 1}, {cols.dtype(), cols.device()});
+  backend(cols.device()).index_add(out, 2, index, cols.contiguous());
+  return autograd::record("col2im", out, {cols}, [index](const Tensor& g) -> std::vector<Tensor> {
+    return {index_select(g, 2, index)};
+  });
 }
 
 Tensor add_bias(const Tensor& out, const Tensor& bias) {
