@@ -146,7 +146,6 @@ void gradient_penalty(Generator& gen, const std::string& dump) {
   for (size_t i = 0; i < grads.size(); ++i) fmt::print("    |dL/d{}| {:.12e}\n", names[i], norm(grads[i]));
 
   if (dump.empty()) return;
-  data::make_output_dir("second_order", "--dump", dump);
   auto save = [&](const std::string& name, const Tensor& t) { save_npy(dump + "/" + name + ".npy", t.detach()); };
   save("real", real), save("fake", fake), save("alpha", alpha), save("lambda", full({}, kLambda, float64));
   save("loss", loss);
@@ -165,6 +164,7 @@ int main(int argc, char** argv) {
     const std::vector<std::string> args(argv + 1, argv + argc);
     if (flags::help_requested("second_order", flag_table(), args)) return 0;
     const Config o = flags::parse_flags("second_order", flag_table(), args);
+    if (!o.dump.empty()) data::make_output_dir("second_order", "--dump", o.dump);  // before any output
     if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
     Generator gen(o.seed);
     const double hvp_error = hessian_vector_product(gen);

@@ -2,7 +2,7 @@
 # Runs every row of a bad-flag table (tests/cli/bad_flags.txt) against the built examples and
 # checks what a user must see: exit status 1 (not a crash), exactly one line on stderr that names
 # the row's first flag and holds the expected text, nothing on stdout, and nothing written.
-#   bad_flags.sh TABLE BIN_DIR      (BIN_DIR holds char_lm, vit_fmnist, mqar, mlp_demo, attention_lab, mnist_cnn)
+#   bad_flags.sh TABLE BIN_DIR      (BIN_DIR holds char_lm, vit_fmnist, mqar, mlp_demo, attention_lab, mnist_cnn, second_order)
 # A program gets CLI_TIMEOUT seconds (default 60) before it counts as having accepted the flag.
 set -u
 table=$1 bin=$(cd "$2" && pwd)
