@@ -53,7 +53,8 @@ double norm(const Tensor& t) { return std::sqrt(sum(t * t).item()); }
 
 // ---- (a) Hessian-vector product ----
 
-// One pre-norm block: x + proj(MHLA(ln1(x))), then h + W2 tanh(W1 ln2(h) + b1) + b2.
+// One pre-norm block: x + proj(MHLA(ln1(x))), then h + W2 tanh(W1 ln2(h) + b1) + b2. The mixing
+// matrix is lower-triangular, as nn::MHLA keeps its causal one: a block mixes only earlier blocks.
 constexpr int64_t B = 2, N = 8, D = 8, H = 2, E = D / H, L = 4, M = N / L;
 const std::vector<std::string> kBlockNames = {"ln1.w", "ln1.b", "qkv.w", "qkv.b", "mix",  "proj.w", "proj.b",
                                               "ln2.w", "ln2.b", "fc1.w", "fc1.b", "fc2.w", "fc2.b"};
@@ -98,8 +99,10 @@ double hessian_vector_product(Generator& gen) {
   const std::vector<Tensor> g_minus = autograd::grad({block_loss(p, x, target)}, p);
   shift(p, v, eps);
 
+  int64_t count = 0;
+  for (const Tensor& t : p) count += t.numel();
   fmt::print("(a) Hessian-vector product of a transformer block (causal mhla_composite, {} parameters), float64\n",
-             [&] { int64_t n = 0; for (const Tensor& t : p) n += t.numel(); return n; }());
+             count);
   fmt::print("    {:<8} {:>14} {:>14} {:>10}\n", "param", "|Hv|", "|diff. Hv|", "rel. err");
   double num = 0, den = 0;
   for (size_t i = 0; i < p.size(); ++i) {
