@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "linea/autograd/anomaly.h"
+#include "linea/autograd/function.h"
 #include "linea/autograd/graph.h"
 #include "linea/autograd/ops_elementwise.h"
 #include "linea/tensor/creation.h"
@@ -140,6 +141,8 @@ Tensor saved_input(const Tensor& x, size_t i) {
 }
 
 Tensor saved_output(const Tensor& y) { return g_recording ? attached(y, g_recording->output.lock()) : y; }
+
+bool recording_backward() { return g_recording != nullptr; }
 
 bool exclusive(const Tensor& g) {
   return g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous();

@@ -69,31 +69,66 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 
 namespace linea {
 
+namespace {
+
+// A custom function's backward under create_graph: the gradients of composite(inputs) at its
+// inputs, recorded. Each input goes through a node of its own, so an input passed twice (q = k)
+// gets the gradient of each use once, not their sum twice.
+std::vector<Tensor> composite_backward(const std::vector<Tensor>& kept, const CustomComposite& composite,
+                                       const Tensor& g) {
+  std::vector<Tensor> in, wrt;
+  std::vector<size_t> at;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    Tensor x = kept[i].defined() ? autograd::saved_input(kept[i], i) : kept[i];
+    if (x.defined() && x.requires_grad()) {
+      x = autograd::record_view("composite_input", x.detach(), {x},
+                                [](const Tensor& gx) { return std::vector<Tensor>{gx}; });
+      wrt.push_back(x);
+      at.push_back(i);
+    }
+    in.push_back(x);
+  }
+  const std::vector<Tensor> d = autograd::grad({composite(in)}, wrt, {g}, /*retain_graph=*/true,
+                                               /*create_graph=*/true, /*allow_unused=*/true);
+  std::vector<Tensor> out(kept.size());
+  for (size_t j = 0; j < at.size(); ++j) out[at[j]] = d[j];
+  return out;
+}
+
+}  // namespace
+
 Tensor custom_function(std::string name, const std::vector<Tensor>& inputs, const CustomForward& forward,
-                       CustomBackward backward) {
+                       CustomBackward backward, CustomComposite composite) {
   Forward f;
   {
     NoGradGuard guard;  // the forward's inner ops are not part of the graph
     f = forward(inputs);
   }
   LINEA_CHECK(f.output.defined(), "[{}] custom forward returned an undefined output", name);
-  std::vector<Tensor> saved;
+  std::vector<Tensor> saved, kept;
   bool saves_output = false;
-  if (autograd::needs_grad(inputs))
+  const bool has_composite = composite != nullptr;  // read before the lambda takes it
+  if (autograd::needs_grad(inputs)) {
     for (const Tensor& s : f.saved) {
       saved.push_back(s.defined() ? s.detach() : s);
       saves_output = saves_output || (s.defined() && s.storage() == f.output.storage());
     }
+    if (composite)
+      for (const Tensor& x : inputs) kept.push_back(x.defined() ? x.detach() : x);
+  }
   // record() returns the output as it is when no gradient is needed (after anomaly mode's check).
-  Tensor out = autograd::record(name, f.output.detach(), inputs,
-                                [saved = std::move(saved), backward = std::move(backward)](const Tensor& g) {
-                                  return backward(saved, g);
-                                },
-                                saves_output ? autograd::Saves::InputsAndOutput : autograd::Saves::Inputs);
-  // The saved tensors are detached: a backward over them cannot be recorded for create_graph.
-  autograd::once_differentiable(out, "a custom_function's backward is differentiable once; use a form written "
-                                     "with linea ops (mhla_composite for MHLA, softmax(q kᵀ / √d) v for softmax "
-                                     "attention, log_softmax for cross_entropy)");
+  Tensor out = autograd::record(
+      name, f.output.detach(), inputs,
+      [saved = std::move(saved), kept = std::move(kept), backward = std::move(backward),
+       composite = std::move(composite)](const Tensor& g) {
+        if (composite && autograd::recording_backward()) return composite_backward(kept, composite, g);
+        return backward(saved, g);
+      },
+      saves_output ? autograd::Saves::InputsAndOutput : autograd::Saves::Inputs);
+  // Without a composite the saved tensors are detached: its backward cannot be recorded.
+  if (!has_composite)
+    autograd::once_differentiable(out, "a custom_function's backward is differentiable once; use a form written "
+                                       "with linea ops, or pass custom_function a composite");
   return out;
 }
 

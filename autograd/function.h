@@ -40,6 +40,8 @@ Tensor record_view(std::string name, Tensor out, const std::vector<Tensor>& inpu
 // (the output, detached) as the output.
 Tensor saved_input(const Tensor& x, size_t i);
 Tensor saved_output(const Tensor& y);
+// True while create_graph records a node's backward (the engine sets it around each call).
+bool recording_backward();
 
 // Reduce a broadcast gradient back to `shape` (sums the leading and the stretched size-1 dims).
 // The one place every binary op's backward undoes broadcasting.
@@ -55,12 +57,18 @@ struct Forward {
 };
 using CustomForward = std::function<Forward(const std::vector<Tensor>& inputs)>;
 using CustomBackward = std::function<std::vector<Tensor>(const std::vector<Tensor>& saved, const Tensor& grad_out)>;
+// The same output as the forward, from the inputs, in recorded (differentiable) linea ops.
+using CustomComposite = std::function<Tensor(const std::vector<Tensor>& inputs)>;
 
 // A differentiable function with a hand-written gradient. `backward` returns one gradient per
 // input (undefined for inputs without one); shapes and dtypes are checked against the inputs.
-// Differentiable once: create_graph through it is an error (autograd::once_differentiable).
+// Without `composite` it is differentiable once: create_graph through it is an error
+// (autograd::once_differentiable). With one, the node also keeps its inputs (detached handles:
+// no memory where the saved tensors already hold them), and under create_graph its backward is
+// the recorded gradient of composite(inputs) instead of `backward`; without create_graph nothing
+// else changes.
 Tensor custom_function(std::string name, const std::vector<Tensor>& inputs, const CustomForward& forward,
-                       CustomBackward backward);
+                       CustomBackward backward, CustomComposite composite = nullptr);
 
 // Saved tensors with names. A custom_function whose backward needs many tensors keeps them in a
 // struct that lists its fields once, in tensors():

@@ -81,7 +81,18 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, CrossEntropyOp
     return {dx.view(shape), Tensor()};
   };
 
-  return custom_function("cross_entropy", {logits, targets}, forward, backward);
+  // In ops: the smoothed negative log-likelihood of each counted row, reduced as the kernels do.
+  auto composite = [=](const std::vector<Tensor>& in) {
+    const Tensor lp = log_softmax(in[0].reshape({rows, C}), -1);
+    const Tensor picked = gather(lp, 1, checked.reshape({rows, 1})).squeeze(1);
+    const double eps = opts.label_smoothing;
+    Tensor loss = -((1.0 - eps) * picked + (eps / static_cast<double>(C)) * sum(lp, {-1}));
+    loss = where(counted, loss, scalar(0, Options(lp.dtype(), dev)));
+    if (opts.reduction == Reduction::None) return loss.reshape(rows_shape);
+    const Tensor total = sum(loss);
+    return opts.reduction == Reduction::Mean ? total / count.to(lp.dtype()) : total;
+  };
+  return custom_function("cross_entropy", {logits, targets}, forward, backward, composite);
 }
 
 namespace {
@@ -170,7 +181,12 @@ Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction
     const Tensor denom = clamp(p * (1.0 - p), 1e-12, std::numeric_limits<double>::infinity());
     return {g * (p - t) / denom, g * (l1p - lp)};
   };
-  return reduce(custom_function("binary_cross_entropy", {probs, target}, forward, backward), reduction);
+  auto composite = [](const std::vector<Tensor>& in) {
+    const Tensor &p = in[0], &t = in[1];
+    return -(t * clamp(log(p), -100, std::numeric_limits<double>::infinity()) +
+             (1.0 - t) * clamp(log(1.0 - p), -100, std::numeric_limits<double>::infinity()));
+  };
+  return reduce(custom_function("binary_cross_entropy", {probs, target}, forward, backward, composite), reduction);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction) {

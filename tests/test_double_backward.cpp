@@ -184,15 +184,70 @@ TEST_CASE("Hessian-vector product of an MHLA block (mhla_composite, plain and ca
       return mean(y * y);
     };
     CHECK(hvp_vs_differences(block, params, 56) < 1e-6);
-    // The fused form's backward is a kernel: create_graph through it says to use the composite.
-    const Tensor q = randn64({B, H, N, e}, 57), k = randn64({B, H, N, e}, 58, false), v = randn64({B, H, N, e}, 59);
-    const F::MHLAOptions o{.causal = causal, .block_len = L, .feature_map = F::FeatureMap::Elu1};
-    const Tensor fused = F::mhla(q, k, v, causal ? params[1] : sigmoid(params[1]), o);
-    CHECK_THROWS_WITH_AS(autograd::grad({sum(fused)}, {q}, {}, std::nullopt, true),
-                         doctest::Contains("create_graph through mhla: not supported yet"), Error);
-    CHECK_THROWS_WITH_AS(autograd::grad({sum(fused)}, {q}, {}, std::nullopt, true),
-                         doctest::Contains("mhla_composite"), Error);
   }
+}
+
+namespace {
+
+// H v of `loss` at `params` (Pearlmutter's trick).
+std::vector<Tensor> hvp(const Loss& loss, const std::vector<Tensor>& params, const std::vector<Tensor>& v) {
+  const std::vector<Tensor> g = autograd::grad({loss(params)}, params, {}, std::nullopt, /*create_graph=*/true);
+  Tensor gv = sum(g[0] * v[0]);
+  for (size_t i = 1; i < g.size(); ++i) gv = gv + sum(g[i] * v[i]);
+  return autograd::grad({gv}, params);
+}
+
+}  // namespace
+
+TEST_CASE("create_graph through the fused mhla and mhla_qkv (plain and causal) takes mhla_composite") {
+  namespace F = nn::functional;
+  const int64_t B = 1, N = 6, D = 4, H = 2, e = D / H, L = 3, M = N / L;
+  for (bool causal : {false, true}) {
+    CAPTURE(causal);
+    const std::vector<Tensor> params = {randn64({B, N, 3 * D}, 61), randn64({M, M}, 62)};
+    std::vector<Tensor> v;
+    for (size_t i = 0; i < params.size(); ++i) v.push_back(randn64(params[i].shape(), 63 + i, false));
+    const F::MHLAOptions o{.causal = causal, .block_len = L, .feature_map = F::FeatureMap::Elu1};
+    auto heads = [&](const Tensor& qkv, int64_t i) {
+      return qkv.narrow(2, i * D, D).view({B, N, H, e}).transpose(1, 2);
+    };
+    auto loss = [&](const std::vector<Tensor>& p, int form) {
+      const Tensor mix = causal ? p[1] : sigmoid(p[1]);
+      const Tensor q = heads(p[0], 0), k = heads(p[0], 1), w = heads(p[0], 2);
+      const Tensor a = form == 0   ? F::mhla_composite(q, k, w, mix, o)
+                       : form == 1 ? F::mhla(q, k, w, mix, o)
+                                   : F::mhla_qkv(p[0], H, mix, o);
+      return sum(a * a * a);
+    };
+    const std::vector<Tensor> ref = hvp([&](const auto& p) { return loss(p, 0); }, params, v);
+    CHECK(rel_diff(hvp([&](const auto& p) { return loss(p, 1); }, params, v), ref) < 1e-10);
+    CHECK(rel_diff(hvp([&](const auto& p) { return loss(p, 2); }, params, v), ref) < 1e-10);
+  }
+}
+
+TEST_CASE("Hessian-vector product through cross_entropy matches finite differences of the gradient") {
+  const Tensor x = randn64({5, 4}, 71, false), t = from_vector<int64_t>({0, 2, 1, -100, 2});
+  const std::vector<Tensor> params = {randn64({3, 4}, 72), randn64({3}, 73)};
+  for (double smoothing : {0.0, 0.2}) {
+    CAPTURE(smoothing);
+    auto loss = [&](const std::vector<Tensor>& p) {
+      return nn::cross_entropy(tanh(linear(x, p[0], p[1])), t, {.label_smoothing = smoothing});
+    };
+    CHECK(hvp_vs_differences(loss, params, 74) < 1e-6);
+  }
+}
+
+TEST_CASE("a custom_function with a composite differentiates twice, an input passed twice counted once per use") {
+  auto mul = [](const Tensor& a, const Tensor& b) {
+    return custom_function(
+        "mul", {a, b}, [](const std::vector<Tensor>& i) { return Forward{i[0] * i[1], {i[0], i[1]}}; },
+        [](const std::vector<Tensor>& s, const Tensor& g) -> std::vector<Tensor> { return {g * s[1], g * s[0]}; },
+        [](const std::vector<Tensor>& i) { return i[0] * i[1]; });
+  };
+  Tensor x = from_vector<double>({0.5, -2.0}).requires_grad_();
+  const Tensor g = autograd::grad({sum(mul(x, x) * x)}, {x}, {}, std::nullopt, true)[0];  // 3x²
+  CHECK(allclose(g, x.detach() * x.detach() * 3.0, 1e-12, 0));
+  CHECK(allclose(autograd::grad({sum(g)}, {x})[0], x.detach() * 6.0, 1e-12, 0));
 }
 
 TEST_CASE("an input the outputs do not use is an error naming it, unless allow_unused") {

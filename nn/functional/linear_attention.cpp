@@ -63,6 +63,17 @@ std::pair<Tensor, Tensor> normalise(const Tensor& u, double eps) {
   return {u.narrow(-1, 0, dv) / r, r};
 }
 
+// Linear attention in recorded ops, what create_graph differentiates (custom_function's composite):
+// the quadratic form, tril(φ(Q) φ(K)ᵀ) V' when causal, φ(Q) (φ(K)ᵀ V') otherwise, normalised.
+detail::QkvComposite recorded_form(const LinearAttentionOptions& opts) {
+  return [opts](const detail::Heads& h, const std::vector<Tensor>&) {
+    const Tensor fq = detail::feature_map(h[0], opts.feature_map, opts.eps);
+    const Tensor fk = detail::feature_map(h[1], opts.feature_map, opts.eps), v1 = append_ones(h[2]);
+    return normalise(opts.causal ? matmul(tril(matmul(fq, mT(fk))), v1) : matmul(fq, matmul(mT(fk), v1)), opts.eps)
+        .first;
+  };
+}
+
 // What the backward reads: the inputs (for φ'), φ(Q), φ(K), V' = [V | 1], the summary
 // S' = φ(K)ᵀ V', the output o and the normaliser r.
 struct Saved {
@@ -99,7 +110,8 @@ Tensor noncausal(const char* op, const std::vector<Tensor>& inputs, int64_t pack
         return {detail::feature_map_backward(matmul(du, mT(sv.s)), sv.q, fm),
                 detail::feature_map_backward(matmul(sv.v1, mT(ds)), sv.k, fm),
                 matmul(sv.fk, ds.narrow(-1, 0, dv))};
-      });
+      },
+      recorded_form(opts));
 }
 
 // The causal backward's: as Saved, with the chunks' exclusive prefix sums P_i = Σ_{j<i} S_j in place
@@ -145,7 +157,8 @@ Tensor chunkwise(const char* op, const std::vector<Tensor>& inputs, int64_t pack
         Tensor dv1 = (matmul(mT(a), du) + matmul(sv.fk, ds)).view({B, H, Np, dv + 1});
         return {detail::feature_map_backward(dfq, sv.q, fm), detail::feature_map_backward(dfk, sv.k, fm),
                 dv1.narrow(2, 0, N).narrow(-1, 0, dv)};
-      });
+      },
+      recorded_form(opts));
 }
 
 // The causal kernels' chunk and the most chunks they take. Their cost has an M² term, M(M−1)·d·dv
@@ -207,7 +220,8 @@ Tensor kernel_causal_normalised(const char* op, const std::vector<Tensor>& input
         backend(o.device).mhla_backward(sv.q, sv.k, sv.v, sv.w, args, sv.o, sv.s, sv.sh, sv.r,
                                         unit_stride_rows(g), dx[0], dx[1], dx[2], dw);
         return {dx[0], dx[1], dx[2]};
-      });
+      },
+      recorded_form(opts));
 }
 
 // Non-causal linear attention on the device's MHLA kernels: MHLA with one block of all N tokens
@@ -272,7 +286,8 @@ Tensor detail::linear_attention_kernel_causal(const char* op, const std::vector<
         backend(o.device).mhla_backward(sv.q, sv.k, sv.v1, sv.w, args, sv.u, sv.s, sv.sh, Tensor(), du, dq, dk, dv1,
                                         dw);
         return {dq, dk, dv1.narrow(-1, 0, dv)};
-      });
+      },
+      recorded_form(opts));
 }
 
 Tensor detail::linear_attention_composite(const char* op, const std::vector<Tensor>& inputs, int64_t packed,

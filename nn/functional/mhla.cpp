@@ -135,7 +135,8 @@ Tensor official_normalizer(const Tensor& q, const Tensor& k, const Tensor& v, co
         auto tokens = [&](const Tensor& x) { return x.view({g.B, g.H, g.Np, x.size(-1)}).narrow(2, 0, g.N); };
         return {detail::feature_map_backward(tokens(dfq), sv.q, fm),
                 detail::feature_map_backward(tokens(dfk), sv.k, fm), tokens(dv), dmix};
-      });
+      },
+      [opts](const std::vector<Tensor>& in) { return mhla_composite(in[0], in[1], in[2], in[3], opts); });
 }
 
 // What the device's backward reads: the inputs (as the caller laid them out), the output, the
@@ -184,6 +185,9 @@ Tensor device_kernels(const std::vector<Tensor>& inputs, int64_t packed, const M
         backend(o.device).mhla_backward(sv.q, sv.k, sv.v, sv.mix, args, sv.out, sv.s, sv.sh, sv.r,
                                         detail::unit_stride_rows(grad), g[0], g[1], g[2], dmix);
         return {g[0], g[1], g[2], dmix};
+      },
+      [opts](const detail::Heads& h, const std::vector<Tensor>& extra) {
+        return mhla_composite(h[0], h[1], h[2], extra[0], opts);
       });
 }
 

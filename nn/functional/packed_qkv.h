@@ -52,16 +52,24 @@ inline Heads heads_of(const char* op, const std::vector<Tensor>& inputs, int64_t
 // packed = H > 0 {qkv, extra...}. backward(saved, g, dest) returns dq, dk, dv and the extra inputs'
 // gradients; dest holds where the packed form wants dq, dk, dv (undefined tensors when not
 // packed): a backward may write them there itself, or return its own, which are copied in.
+// composite(q, k, v, extra) is the op in recorded ops, what create_graph differentiates
+// (custom_function).
 using QkvForward = std::function<Forward(const Heads& qkv, const std::vector<Tensor>& extra)>;
 using QkvBackward = std::function<std::vector<Tensor>(const std::vector<Tensor>& saved, const Tensor& grad,
                                                       const Heads& dest)>;
 
+using QkvComposite = std::function<Tensor(const Heads& qkv, const std::vector<Tensor>& extra)>;
+
 inline Tensor qkv_function(const char* name, const std::vector<Tensor>& inputs, int64_t packed,
-                           const QkvForward& forward, QkvBackward backward) {
+                           const QkvForward& forward, QkvBackward backward, QkvComposite composite = nullptr) {
+  auto split = [name, packed](const std::vector<Tensor>& in) {
+    return std::pair{heads_of(name, in, packed), std::vector<Tensor>(in.begin() + (packed ? 1 : 3), in.end())};
+  };
   return custom_function(
       name, inputs,
       [&](const std::vector<Tensor>& in) {
-        return forward(heads_of(name, in, packed), std::vector<Tensor>(in.begin() + (packed ? 1 : 3), in.end()));
+        const auto [h, extra] = split(in);
+        return forward(h, extra);
       },
       [name, packed, shape = inputs[0].shape(), backward = std::move(backward)](
           const std::vector<Tensor>& saved, const Tensor& g) -> std::vector<Tensor> {
@@ -74,7 +82,12 @@ inline Tensor qkv_function(const char* name, const std::vector<Tensor>& inputs, 
         std::vector<Tensor> out{dqkv};
         out.insert(out.end(), d.begin() + 3, d.end());
         return out;
-      });
+      },
+      composite ? CustomComposite([split, composite = std::move(composite)](const std::vector<Tensor>& in) {
+        const auto [h, extra] = split(in);
+        return composite(h, extra);
+      })
+                : CustomComposite());
 }
 
 }  // namespace linea::nn::functional::detail

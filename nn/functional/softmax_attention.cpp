@@ -5,8 +5,13 @@
 // sequences are the exception where the backend keeps their probabilities (the CPU, N <= 128 in
 // float32): O(N²) per head, at most 64 KB, read by the backward instead of recomputed.
 #include <cmath>
+#include <limits>
 
 #include "linea/autograd/function.h"
+#include "linea/autograd/ops_elementwise.h"
+#include "linea/autograd/ops_matmul.h"
+#include "linea/autograd/ops_reduce.h"
+#include "linea/tensor/creation.h"
 #include "linea/nn/functional/attention.h"
 #include "linea/nn/functional/attention_checks.h"
 #include "linea/nn/functional/packed_qkv.h"
@@ -59,6 +64,13 @@ Tensor attend(const std::vector<Tensor>& inputs, int64_t packed, SoftmaxAttentio
         backend(q4.device()).attention_backward(q4, k4, v4, s[3], s[4], s.size() > 5 ? s[5] : Tensor(),
                                                 unit_stride_rows(g), scale, causal, gr[0], gr[1], gr[2]);
         return {gr[0], gr[1], gr[2]};
+      },
+      [scale, causal, N](const detail::Heads& x, const std::vector<Tensor>&) {  // softmax(s q kᵀ, masked) v
+        const Options o(x[0].dtype(), x[0].device());
+        Tensor logits = matmul(x[0], x[1].transpose(-2, -1)) * scale;
+        if (causal)
+          logits = where(tril_mask(N, N, 0, o.device), logits, scalar(-std::numeric_limits<double>::infinity(), o));
+        return matmul(softmax(logits, -1), x[2]);
       });
 }
 
