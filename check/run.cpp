@@ -49,11 +49,15 @@ bool fold_worst(Worst& w, const std::string& what, const Tensor& got, const Tens
   return ok;
 }
 
-Result gradcheck_case(const OpCase& c, Device device, uint64_t seed) {
+namespace {
+// One registry case through `check` (gradcheck, or gradgradcheck for the second order).
+using Checker = GradcheckResult (*)(const GradcheckFn&, const std::vector<Tensor>&, GradcheckOptions);
+
+Result check_case(const OpCase& c, Device device, uint64_t seed, Checker check) {
   return timed(Result(c.name, device, "float64"), [&](Result& r) {
     LINEA_CHECK(c.differentiable, "[linea-check] {} has no gradient to check", c.name);
     const std::vector<Tensor> xs = make_inputs(c, DType::Float64, device, seed, true);
-    const GradcheckResult g = gradcheck(c.f, xs, {.atol = c.gc_atol, .rtol = c.gc_rtol});
+    const GradcheckResult g = check(c.f, xs, {.atol = c.gc_atol, .rtol = c.gc_rtol});
     const GradcheckWorst& w = g.worst;
     r.worst = {fmt::format("input {}", w.input), w.index, w.analytic, w.numeric, w.abs_error, w.rel_error, w.ratio};
     if (!g.ok) {
@@ -62,19 +66,12 @@ Result gradcheck_case(const OpCase& c, Device device, uint64_t seed) {
     }
   });
 }
+}  // namespace
+
+Result gradcheck_case(const OpCase& c, Device device, uint64_t seed) { return check_case(c, device, seed, gradcheck); }
 
 Result gradgradcheck_case(const OpCase& c, Device device, uint64_t seed) {
-  Result res = timed(Result(c.name, device, "float64"), [&](Result& r) {
-    LINEA_CHECK(c.differentiable, "[linea-check] {} has no gradient to check", c.name);
-    const std::vector<Tensor> xs = make_inputs(c, DType::Float64, device, seed, true);
-    const GradcheckResult g = gradgradcheck(c.f, xs, {.atol = c.gc_atol, .rtol = c.gc_rtol});
-    const GradcheckWorst& w = g.worst;
-    r.worst = {fmt::format("input {}", w.input), w.index, w.analytic, w.numeric, w.abs_error, w.rel_error, w.ratio};
-    if (!g.ok) {
-      r.status = Status::Fail;
-      r.message = g.message;
-    }
-  });
+  Result res = check_case(c, device, seed, gradgradcheck);
   if (res.status == Status::Error && res.message.find("not supported yet") != std::string::npos)
     res.status = Status::Skipped;
   return res;
